@@ -1,0 +1,163 @@
+"""Canonical bytes of a ledger line and the chain hash (DESIGN.md §3).
+
+This module is the only producer of line bytes: the writer, the verifier and every test call
+`encode_line`. Payload values are checked here (no floats, integers within i64/u64, nesting at
+most 126) so that nothing non-canonical can ever be constructed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import blake3
+import orjson
+
+from runfold.core.errors import invalid_args
+
+FORMAT_VERSION = 2
+"""The format version this build writes; versions 1..FORMAT_VERSION are readable."""
+MAX_DEPTH = 126
+"""Maximum nesting depth of `data` (the `data` object itself is depth 1)."""
+I64_MIN = -(1 << 63)
+U64_MAX = (1 << 64) - 1
+
+Json = Any
+"""A JSON value: None, bool, int, str, list of Json, dict of str to Json (never float)."""
+
+
+def check_json(value: Json, path: str = "data", depth: int = 1) -> None:
+    """Refuse anything a canonical payload may not hold.
+
+    Raises `E_INVALID_ARGS` naming the field path (e.g. `data.usage.ratio`) for a float, an
+    integer outside i64/u64, a non-string key, nesting deeper than MAX_DEPTH, a string that is
+    not valid Unicode (lone surrogate), or a value of a non-JSON type.
+    """
+    if depth > MAX_DEPTH + 1:
+        raise invalid_args("encode payload", path, f"keep payloads at most {MAX_DEPTH} levels deep")
+    if value is None or value is True or value is False:
+        return
+    if isinstance(value, int):
+        if not I64_MIN <= value <= U64_MAX:
+            raise invalid_args(
+                "encode integer",
+                path,
+                "integers must fit i64/u64; store larger numbers as decimal strings",
+            )
+        return
+    if isinstance(value, float):
+        raise invalid_args(
+            "encode float",
+            path,
+            "use an integer (micro-USD, µs, ms, per-mille) or keep outside JSON as its text in a string",
+        )
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid_args(
+                "encode string", path, "strings must be valid Unicode (no lone surrogates)"
+            ) from None
+        return
+    if isinstance(value, dict):
+        if depth > MAX_DEPTH:
+            raise invalid_args("encode payload", path, f"keep payloads at most {MAX_DEPTH} levels deep")
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise invalid_args("encode key", f"{path}[{key!r}]", "object keys must be strings")
+            check_json(key, f"{path}.<key>", depth)
+            check_json(item, f"{path}.{key}", depth + 1)
+        return
+    if isinstance(value, (list, tuple)):
+        if depth > MAX_DEPTH:
+            raise invalid_args("encode payload", path, f"keep payloads at most {MAX_DEPTH} levels deep")
+        for index, item in enumerate(value):
+            check_json(item, f"{path}[{index}]", depth + 1)
+        return
+    raise invalid_args(
+        f"encode {type(value).__name__}",
+        path,
+        "payloads hold only JSON null, bool, int, str, list and object",
+    )
+
+
+def encode_json(value: Json) -> bytes:
+    """Compact JSON with object keys sorted by code point, raw UTF-8 strings (DESIGN.md §3).
+
+    Does not check the value: call `check_json` first (or use `encode_line`).
+    """
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One ledger line's fields, in the wire order of DESIGN.md §3.
+
+    `data` is the payload as a JSON object; `addr` None and `ig` False are omitted on the wire.
+    """
+
+    v: int
+    run: str
+    seq: int
+    prev: str
+    t: int
+    who: str
+    kind: str
+    data: dict[str, Json]
+    addr: str | None = None
+    ig: bool = False
+
+
+def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
+    """The canonical bytes of a line, without the trailing newline.
+
+    Raises `E_INVALID_ARGS` (from `check_json`) when `data` holds a float, an out-of-range
+    integer or is nested too deeply; `checked=True` skips that walk for data already checked.
+    """
+    if not checked:
+        if not isinstance(env.data, dict):
+            raise invalid_args("encode payload", "data", "a line's data must be a JSON object")
+        check_json(env.data)
+    parts = [
+        b'{"v":',
+        str(env.v).encode(),
+        b',"run":',
+        orjson.dumps(env.run),
+        b',"seq":',
+        str(env.seq).encode(),
+        b',"prev":',
+        orjson.dumps(env.prev),
+        b',"t":',
+        str(env.t).encode(),
+        b',"who":',
+        orjson.dumps(env.who),
+    ]
+    if env.addr is not None:
+        parts += [b',"addr":', orjson.dumps(env.addr)]
+    parts += [b',"kind":', orjson.dumps(env.kind), b',"data":', encode_json(env.data)]
+    if env.ig:
+        parts.append(b',"ig":true')
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+def chain_hash(raw_line: bytes) -> str:
+    """BLAKE3-256 of a line's exact bytes without its newline, as 64 lowercase hex."""
+    return blake3.blake3(raw_line).hexdigest()
+
+
+def content_hash(content: bytes) -> str:
+    """BLAKE3-256 of arbitrary bytes as 64 lowercase hex (CAS keys, request hashes)."""
+    return blake3.blake3(content).hexdigest()
+
+
+_FLOATISH = re.compile(rb"[0-9][.eE]")
+
+
+def may_hold_float_or_depth(raw_line: bytes) -> bool:
+    """Cheap pre-filter for the verifier: False means the line cannot hold a float token or
+    nesting deeper than MAX_DEPTH, so the full `check_json` walk can be skipped."""
+    if _FLOATISH.search(raw_line) is not None:
+        return True
+    return raw_line.count(b"{") + raw_line.count(b"[") > MAX_DEPTH

@@ -1,0 +1,219 @@
+"""The one line checker shared by every reader: open, verify, replay, fork (DESIGN.md §3).
+
+`LineChecker.check` takes a line's raw bytes and either returns its envelope and advances the
+chain, or raises `LineRefused` naming the 1-based line number, the seq, the fault and what to do.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from runfold.core.canonical import (
+    FORMAT_VERSION,
+    Envelope,
+    chain_hash,
+    check_json,
+    encode_line,
+    may_hold_float_or_depth,
+)
+from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.ids import ZERO_HASH
+from runfold.core.kinds import KNOWN_KIND_NAMES
+
+
+class Fault(enum.StrEnum):
+    """Why a line was refused; the value is the phrase shown to users."""
+
+    NOT_A_LINE = "not a line"
+    VERSION_UNSUPPORTED = "version unsupported"
+    VERSION_AHEAD = "version ahead"
+    CHAIN_BREAK = "chain break"
+    SEQ_GAP = "seq gap"
+    NOT_CANONICAL = "not canonical"
+    UNKNOWN_KIND = "unknown kind"
+
+
+_NEXT_STEP: dict[Fault, str] = {
+    Fault.NOT_A_LINE: (
+        "if this is the last line, a writer died mid-append and the next `runfold` writer cuts it "
+        "with one log_truncated line; anywhere else restore the ledger from a copy (runfold never "
+        "truncates valid history)"
+    ),
+    Fault.VERSION_UNSUPPORTED: "this line is not from runfold or sprawling; restore the ledger from a copy",
+    Fault.VERSION_AHEAD: "upgrade runfold to a version that reads this format; nothing was read",
+    Fault.CHAIN_BREAK: (
+        "the ledger was edited or lines were lost before this one; restore it from a copy and verify again"
+    ),
+    Fault.SEQ_GAP: "lines were lost or reordered; restore the ledger from a copy and verify again",
+    Fault.NOT_CANONICAL: (
+        "the line was re-encoded or edited by another tool; restore the original bytes from a copy"
+    ),
+    Fault.UNKNOWN_KIND: "upgrade runfold to a version that knows this kind; nothing was skipped",
+}
+
+_ENVELOPE_KEYS = ("v", "run", "seq", "prev", "t", "who", "kind", "data")
+_TYPES: dict[str, type] = {
+    "v": int,
+    "run": str,
+    "seq": int,
+    "prev": str,
+    "t": int,
+    "who": str,
+    "kind": str,
+    "data": dict,
+}
+
+
+@dataclass(eq=False)
+class LineRefused(RunfoldError):
+    """A line failed verification. `line_no` is 1-based within what was read (the whole ledger,
+    or one segment file); `seq` is the line's own seq when it could be read, else the expected."""
+
+    fault: Fault = Fault.NOT_A_LINE
+    line_no: int = 0
+    seq: int = 0
+    detail: str = ""
+
+
+def refuse(fault: Fault, line_no: int, seq: int, detail: str, where: str = "ledger") -> LineRefused:
+    """Build the refusal for `fault` at `line_no`/`seq`; `where` names the file or ledger."""
+    code = (
+        ErrorCode.LOG_VERSION_UNSUPPORTED
+        if fault in (Fault.VERSION_AHEAD, Fault.VERSION_UNSUPPORTED)
+        else ErrorCode.LEDGER_CORRUPT
+    )
+    return LineRefused(
+        code=code,
+        action=f"verify line {line_no} (seq {seq}): {fault.value}: {detail}",
+        subject=where,
+        recovery=_NEXT_STEP[fault],
+        fault=fault,
+        line_no=line_no,
+        seq=seq,
+        detail=detail,
+    )
+
+
+def parse_envelope(raw: bytes) -> Envelope | None:
+    """Parse a line's bytes into an Envelope, or None when they are not a ledger line."""
+    try:
+        obj: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    for key in _ENVELOPE_KEYS:
+        value = obj.get(key)
+        if value is None or type(value) is not _TYPES[key]:
+            return None
+    addr = obj.get("addr")
+    ig = obj.get("ig", False)
+    if (addr is not None and type(addr) is not str) or type(ig) is not bool:
+        return None
+    return Envelope(
+        v=obj["v"],
+        run=obj["run"],
+        seq=obj["seq"],
+        prev=obj["prev"],
+        t=obj["t"],
+        who=obj["who"],
+        kind=obj["kind"],
+        data=obj["data"],
+        addr=addr,
+        ig=ig,
+    )
+
+
+class LineChecker:
+    """Stateful verifier of consecutive lines: the running chain head and expected seq.
+
+    Start it at (0, ZERO_HASH) for a whole ledger, or at a segment's first seq and the previous
+    segment's head to continue across segments.
+    """
+
+    __slots__ = ("expected_seq", "head", "known_kinds", "where")
+
+    def __init__(
+        self,
+        expected_seq: int = 0,
+        head: str = ZERO_HASH,
+        where: str = "ledger",
+        known_kinds: frozenset[str] = KNOWN_KIND_NAMES,
+    ) -> None:
+        self.expected_seq = expected_seq
+        self.head = head
+        self.where = where
+        self.known_kinds = known_kinds
+
+    def check(self, raw: bytes, line_no: int) -> tuple[Envelope, bool]:
+        """Verify one line (bytes without its newline) and advance.
+
+        Returns the envelope and whether the line is known (False: an unknown kind with
+        `ig:true`, which stays in the chain but must be skipped by folds). Raises LineRefused.
+        """
+        env = parse_envelope(raw)
+        if env is None:
+            raise refuse(
+                Fault.NOT_A_LINE,
+                line_no,
+                self.expected_seq,
+                "the bytes do not parse as a ledger line",
+                self.where,
+            )
+        if env.v < 1:
+            raise refuse(
+                Fault.VERSION_UNSUPPORTED, line_no, env.seq, f"format version {env.v} < 1", self.where
+            )
+        if env.v > FORMAT_VERSION:
+            raise refuse(
+                Fault.VERSION_AHEAD,
+                line_no,
+                env.seq,
+                f"format version {env.v} was written by a newer runfold (this build reads 1..{FORMAT_VERSION})",
+                self.where,
+            )
+        if env.prev != self.head:
+            raise refuse(
+                Fault.CHAIN_BREAK,
+                line_no,
+                env.seq,
+                f"prev is {env.prev[:16]}…, the previous line hashes to {self.head[:16]}…",
+                self.where,
+            )
+        if env.seq != self.expected_seq:
+            raise refuse(
+                Fault.SEQ_GAP,
+                line_no,
+                env.seq,
+                f"found seq {env.seq}, expected {self.expected_seq}",
+                self.where,
+            )
+        try:
+            if may_hold_float_or_depth(raw):
+                check_json(env.data)
+            canonical = encode_line(env, checked=True)
+        except (RunfoldError, TypeError, orjson.JSONEncodeError) as exc:
+            raise refuse(Fault.NOT_CANONICAL, line_no, env.seq, str(exc), self.where) from None
+        if canonical != raw:
+            raise refuse(Fault.NOT_CANONICAL, line_no, env.seq, _first_difference(raw, canonical), self.where)
+        known = env.kind in self.known_kinds
+        if not known and not env.ig:
+            raise refuse(
+                Fault.UNKNOWN_KIND,
+                line_no,
+                env.seq,
+                f"kind {env.kind!r} is unknown to this build and not marked ig:true",
+                self.where,
+            )
+        self.expected_seq += 1
+        self.head = chain_hash(raw)
+        return env, known
+
+
+def _first_difference(raw: bytes, canonical: bytes) -> str:
+    n = next((i for i, (a, b) in enumerate(zip(raw, canonical, strict=False)) if a != b), min(len(raw), len(canonical)))
+    return f"byte {n} differs from the canonical encoding (found {raw[n : n + 12]!r}, canonical {canonical[n : n + 12]!r})"

@@ -1,0 +1,72 @@
+"""Identifiers: run ids (UUIDv7, nil for the workspace), seqs and millisecond timestamps.
+
+Generation takes the clock reading and random bytes as arguments so the core stays pure; the
+caller (storage, runtime) supplies them (RFC 9562 §5.7 for the UUIDv7 layout).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NewType
+
+from runfold.core.errors import invalid_args
+
+RunId = NewType("RunId", str)
+"""A lowercase hyphenated UUID; real runs are UUIDv7."""
+Seq = NewType("Seq", int)
+"""A line's global position in the workspace ledger, contiguous from 0."""
+Millis = NewType("Millis", int)
+"""UTC milliseconds since the Unix epoch."""
+
+WORKSPACE_RUN = RunId("00000000-0000-0000-0000-000000000000")
+"""The nil UUID: the run of workspace-level lines."""
+
+ZERO_HASH = "0" * 64
+"""The `prev` of line 0."""
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def run_id_v7(ms: int, random_bytes: bytes) -> RunId:
+    """Build a UUIDv7 from a UTC millisecond time and ≥ 10 random bytes (RFC 9562 §5.7).
+
+    Raises ValueError when `random_bytes` is shorter than 10 or `ms` is outside 48 bits.
+    """
+    if len(random_bytes) < 10:
+        raise ValueError("run_id_v7 needs at least 10 random bytes")
+    if not 0 <= ms < 1 << 48:
+        raise ValueError(f"run_id_v7: time {ms} ms is outside 48 bits")
+    rand_a = int.from_bytes(random_bytes[0:2], "big") & 0x0FFF
+    rand_b = int.from_bytes(random_bytes[2:10], "big") & ((1 << 62) - 1)
+    value = (ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
+    h = f"{value:032x}"
+    return RunId(f"{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}")
+
+
+def is_run_id(text: str) -> bool:
+    """True for a lowercase hyphenated UUID (any version, including nil)."""
+    return bool(_UUID.match(text))
+
+
+def parse_run_id(text: str) -> RunId:
+    """Return `text` as a RunId; raises `E_INVALID_ARGS` when it is not a lowercase UUID."""
+    if not is_run_id(text):
+        raise invalid_args(
+            "read run id",
+            repr(text),
+            "give a lowercase hyphenated UUID such as the ones `runfold runs` prints",
+        )
+    return RunId(text)
+
+
+def is_hex64(text: str) -> bool:
+    """True for 64 lowercase hex digits (a BLAKE3-256 digest)."""
+    return bool(_HEX64.match(text))
+
+
+def run_id_time_ms(run: RunId) -> int | None:
+    """The creation time of a UUIDv7 run id in ms, or None for other versions."""
+    if run[14] != "7":
+        return None
+    return int(run.replace("-", "")[:12], 16)

@@ -1,0 +1,395 @@
+"""Typed payloads for every event kind (DESIGN.md §4), with a default for every field.
+
+`PAYLOADS` maps each `Kind` to its class; a test enumerates it so that a new kind forces a
+payload decision. Constructing a payload checks its JSON (floats are refused naming the path).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from runfold.core.canonical import Json, check_json
+from runfold.core.errors import invalid_args
+from runfold.core.kinds import Kind
+from runfold.core.struct import Struct
+
+field = dataclasses.field
+dataclass = dataclasses.dataclass(kw_only=True)
+
+
+@dataclass
+class Payload(Struct):
+    """A line's `data`. Subclasses set KIND."""
+
+    KIND: ClassVar[Kind]
+
+    def __post_init__(self) -> None:
+        check_json(self.to_data())
+
+
+# ---- small nested objects -------------------------------------------------------------
+
+
+@dataclass
+class SkillRef(Struct):
+    name: str = ""
+    hash: str = ""
+
+
+@dataclass
+class Segment(Struct):
+    """One system segment of the frozen prefix: its slot name, BLAKE3 of its text, length in bytes."""
+
+    slot: str = ""
+    hash: str = ""
+    len: int = 0
+
+
+@dataclass
+class BytesRef(Struct):
+    """A BLAKE3 hash of some bytes and their length (a request body, a tool table)."""
+
+    hash: str = ""
+    bytes: int = 0
+
+
+@dataclass
+class Evidence(Struct):
+    kind: str = ""
+    seq: int = 0
+
+
+@dataclass
+class ForkPoint(Struct):
+    WIRE: ClassVar[dict[str, str]] = {}
+    run: str = ""
+    at_seq: int = 0
+
+
+# ---- core kinds ------------------------------------------------------------------------
+
+
+@dataclass
+class WorkspaceInitialized(Payload):
+    KIND = Kind.WORKSPACE_INITIALIZED
+    format: int = 2
+
+
+@dataclass
+class RunStarted(Payload):
+    KIND = Kind.RUN_STARTED
+    OPTIONAL = frozenset(
+        {"job", "parent", "predecessor", "dispatched_by", "policy", "opening", "effort", "model"}
+    )
+    task: str = ""
+    goal: str = ""
+    job: str | None = None
+    parent: str | None = None
+    predecessor: str | None = None
+    skills: list[SkillRef] = field(default_factory=list)
+    dispatched_by: str | None = None
+    policy: dict[str, Json] | None = None
+    opening: str | None = None
+    effort: str | None = None
+    model: str | None = None
+
+
+OPENINGS = ("from_job", "inherited", "with_person")
+
+
+@dataclass
+class RunForked(Payload):
+    KIND = Kind.RUN_FORKED
+    WIRE: ClassVar[dict[str, str]] = {"from_": "from"}
+    from_: str = ""
+    at_seq: int = 0
+
+
+@dataclass
+class SessionOpened(Payload):
+    KIND = Kind.SESSION_OPENED
+    OPTIONAL = frozenset({"from_"})
+    WIRE: ClassVar[dict[str, str]] = {"from_": "from"}
+    from_: ForkPoint | None = None
+    carried: bool = False
+
+
+@dataclass
+class PromptAssembled(Payload):
+    """The frozen prefix: system segments, the tool table, the cache breakpoints sent, and the
+    CAS locator of the whole prefix document (so replay works after sources changed)."""
+
+    KIND = Kind.PROMPT_ASSEMBLED
+    OPTIONAL = frozenset({"prefix"})
+    segments: list[Segment] = field(default_factory=list)
+    tools: BytesRef = field(default_factory=BytesRef)
+    breakpoints: list[str] = field(default_factory=list)
+    prefix: str | None = None
+
+
+@dataclass
+class PromptShapeCompared(Payload):
+    """What moved since the previous request; also where the conversation is marked sent (§6)."""
+
+    KIND = Kind.PROMPT_SHAPE_COMPARED
+    system_moved: list[str] = field(default_factory=list)
+    tools_moved: bool = False
+    conversation: str = "first"
+    messages: int = 0
+    request_bytes: int = 0
+
+
+CONVERSATION_SHAPES = ("first", "extended", "reopened", "rewritten")
+
+
+@dataclass
+class ModelCalled(Payload):
+    KIND = Kind.MODEL_CALLED
+    OPTIONAL = frozenset({"attempt", "dialect"})
+    model: str = ""
+    request: BytesRef = field(default_factory=BytesRef)
+    dialect: str | None = None
+    attempt: int | None = None
+
+
+@dataclass
+class ModelReturned(Payload):
+    """A reply: `message` is the internal message `{content: [blocks]}` (DESIGN.md §8);
+    `usage` holds token counts (input, output, cache_read, cache_write)."""
+
+    KIND = Kind.MODEL_RETURNED
+    OPTIONAL = frozenset({"stop", "usage", "billed_usd_micros", "first_at", "took_us"})
+    message: dict[str, Json] = field(default_factory=dict)
+    calls: int = 0
+    stop: str | None = None
+    usage: dict[str, Json] | None = None
+    billed_usd_micros: int | None = None
+    first_at: int | None = None
+    took_us: int | None = None
+
+
+@dataclass
+class ToolCalled(Payload):
+    """`args` is the model's arguments: an object, or their original JSON text as a string."""
+
+    KIND = Kind.TOOL_CALLED
+    OPTIONAL = frozenset({"subject", "effect"})
+    id: str = ""
+    name: str = ""
+    args: Json = field(default_factory=dict)
+    subject: str | None = None
+    effect: str | None = None
+
+
+@dataclass
+class ToolResult(Payload):
+    """Exactly one of `result` (an object) or `error` (a §11 error object) is present."""
+
+    KIND = Kind.TOOL_RESULT
+    OPTIONAL = frozenset({"took_us", "result", "error"})
+    tool_use_id: str = ""
+    name: str = ""
+    took_us: int | None = None
+    result: dict[str, Json] | None = None
+    error: dict[str, Json] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.result is None) == (self.error is None):
+            raise invalid_args(
+                "build tool_result",
+                f"data (tool_use_id {self.tool_use_id!r})",
+                "give exactly one of result or error",
+            )
+        super().__post_init__()
+
+
+@dataclass
+class ResultOffloaded(Payload):
+    """A large tool result moved to the CAS; the window keeps `head` plus the locator (§10)."""
+
+    KIND = Kind.RESULT_OFFLOADED
+    tool_use_id: str = ""
+    locator: str = ""
+    head: str = ""
+    bytes: int = 0
+
+
+@dataclass
+class SteerReceived(Payload):
+    KIND = Kind.STEER_RECEIVED
+    source: str = "user"
+    text: str = ""
+
+
+@dataclass
+class SignalEnqueued(Payload):
+    KIND = Kind.SIGNAL_ENQUEUED
+    OPTIONAL = frozenset({"target"})
+    signal: str = ""
+    type: str = "steer"
+    source: str = "user"
+    text: str = ""
+    target: str | None = None
+
+
+@dataclass
+class SignalConsumed(Payload):
+    KIND = Kind.SIGNAL_CONSUMED
+    signal: str = ""
+
+
+@dataclass
+class ContextChanged(Payload):
+    """A change to a window region with its cause (DESIGN.md §10)."""
+
+    KIND = Kind.CONTEXT_CHANGED
+    region: str = ""
+    cause: str = ""
+    added: list[Json] = field(default_factory=list)
+    removed: list[Json] = field(default_factory=list)
+    token_delta: int = 0
+
+
+@dataclass
+class RunPolicyChanged(Payload):
+    KIND = Kind.RUN_POLICY_CHANGED
+    policy: dict[str, Json] = field(default_factory=dict)
+
+
+@dataclass
+class CheckpointCommitted(Payload):
+    KIND = Kind.CHECKPOINT_COMMITTED
+    OPTIONAL = frozenset({"job"})
+    job: str | None = None
+
+
+@dataclass
+class HandoffWritten(Payload):
+    KIND = Kind.HANDOFF_WRITTEN
+    must_read: list[str] = field(default_factory=list)
+    overview: str = ""
+    progress: str = ""
+    context: str = ""
+    next_step: str = ""
+
+
+@dataclass
+class CancelReceived(Payload):
+    KIND = Kind.CANCEL_RECEIVED
+    OPTIONAL = frozenset({"signal"})
+    source: str = "user"
+    signal: str | None = None
+
+
+@dataclass
+class WatchdogFired(Payload):
+    """A retry or stall guard fired: `reason` (e.g. `http_429`, `stream_cut`, `repeat`)."""
+
+    KIND = Kind.WATCHDOG_FIRED
+    OPTIONAL = frozenset({"status", "delay_ms"})
+    reason: str = ""
+    attempt: int = 0
+    status: int | None = None
+    delay_ms: int | None = None
+
+
+@dataclass
+class BudgetLimit(Payload):
+    KIND = Kind.BUDGET_LIMIT
+    budget: str = ""
+    used: int = 0
+    limit: int = 0
+
+
+@dataclass
+class ProviderDegraded(Payload):
+    KIND = Kind.PROVIDER_DEGRADED
+    provider: str = ""
+    detail: str = ""
+
+
+@dataclass
+class GateDenied(Payload):
+    KIND = Kind.GATE_DENIED
+    OPTIONAL = frozenset({"tool_use_id"})
+    rule: str = ""
+    violation: str = ""
+    alternative: str = ""
+    tool_use_id: str | None = None
+
+
+@dataclass
+class RunFrozen(Payload):
+    KIND = Kind.RUN_FROZEN
+    OPTIONAL = frozenset({"evidence", "cause", "error"})
+    completion: str = "done"
+    evidence: list[Evidence] | None = None
+    cause: str | None = None
+    error: dict[str, Json] | None = None
+
+
+COMPLETIONS = ("done", "limit", "cancelled")
+
+
+@dataclass
+class LogTruncated(Payload):
+    KIND = Kind.LOG_TRUNCATED
+    dropped_bytes: int = 0
+
+
+@dataclass
+class EvalRun(Payload):
+    KIND = Kind.EVAL_RUN
+    probe: str = ""
+    version: int = 0
+    predecessor: str = ""
+    kept: int = 0
+    lost: list[int] = field(default_factory=list)
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CacheRenewed(Payload):
+    KIND = Kind.CACHE_RENEWED
+    reason: str = ""
+
+
+PAYLOADS: dict[Kind, type[Payload]] = {
+    cls.KIND: cls
+    for cls in (
+        WorkspaceInitialized,
+        RunStarted,
+        RunForked,
+        SessionOpened,
+        PromptAssembled,
+        PromptShapeCompared,
+        ModelCalled,
+        ModelReturned,
+        ToolCalled,
+        ToolResult,
+        ResultOffloaded,
+        SteerReceived,
+        SignalEnqueued,
+        SignalConsumed,
+        ContextChanged,
+        RunPolicyChanged,
+        CheckpointCommitted,
+        HandoffWritten,
+        CancelReceived,
+        WatchdogFired,
+        BudgetLimit,
+        ProviderDegraded,
+        GateDenied,
+        RunFrozen,
+        LogTruncated,
+        EvalRun,
+        CacheRenewed,
+    )
+}
+
+
+def read_payload(kind: Kind, data: Json) -> Payload:
+    """The typed payload of a line of `kind`. Raises `E_INVALID_ARGS` naming the field."""
+    return PAYLOADS[kind].from_data(data)

@@ -1,0 +1,74 @@
+"""A ledger line as runfold sees it: the envelope plus its typed payload (DESIGN.md §3–§4).
+
+`Record` is what readers hand to folds; `raw` keeps the exact bytes so nothing is re-encoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
+
+from runfold.core.canonical import Envelope
+from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.kinds import KNOWN_KIND_NAMES, Kind
+from runfold.core.payloads import Payload, read_payload
+
+P = TypeVar("P", bound=Payload)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A verified line: its envelope, its exact bytes (no newline), and its chain hash."""
+
+    env: Envelope
+    raw: bytes
+    hash: str
+
+    @property
+    def seq(self) -> int:
+        return self.env.seq
+
+    @property
+    def run(self) -> str:
+        return self.env.run
+
+    @property
+    def kind_name(self) -> str:
+        return self.env.kind
+
+    @property
+    def known(self) -> bool:
+        """False for an unknown kind carried with `ig:true`; folds skip such lines."""
+        return self.env.kind in KNOWN_KIND_NAMES
+
+    @property
+    def kind(self) -> Kind:
+        """The line's kind; raises `E_LOG_VERSION_UNSUPPORTED` for an unknown (ig) kind."""
+        if not self.known:
+            raise RunfoldError(
+                ErrorCode.LOG_VERSION_UNSUPPORTED,
+                f"read kind {self.env.kind!r}",
+                f"seq {self.seq}",
+                "skip lines whose kind is unknown (check `record.known` first)",
+            )
+        return Kind(self.env.kind)
+
+    def payload(self) -> Payload:
+        """The typed payload. Raises `E_LEDGER_CORRUPT` naming seq and field when unreadable."""
+        try:
+            return read_payload(self.kind, self.env.data)
+        except RunfoldError as exc:
+            raise RunfoldError(
+                ErrorCode.LEDGER_CORRUPT,
+                f"read the {self.env.kind} payload at seq {self.seq} ({exc.subject})",
+                f"run {self.run}",
+                "the line verifies but its payload does not match its kind; report it with `runfold show "
+                f"{self.seq}` and restore the ledger from a copy",
+            ) from None
+
+    def typed(self, cls: type[P]) -> P:
+        """The payload as `cls`; raises TypeError when the line is of another kind."""
+        p = self.payload()
+        if not isinstance(p, cls):
+            raise TypeError(f"seq {self.seq} is {self.env.kind}, not {cls.KIND}")
+        return p
