@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from runfold.core.canonical import Envelope
 from runfold.core.errors import ErrorCode, RunfoldError
@@ -72,3 +72,28 @@ class Record:
         if not isinstance(p, cls):
             raise TypeError(f"seq {self.seq} is {self.env.kind}, not {cls.KIND}")
         return p
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A line not yet written: the writer assigns `v`, `seq`, `prev` and (when None) `t`.
+
+    `data` is a typed payload (its KIND must equal `kind`) or, for foreign or unknown kinds, a
+    raw JSON object (checked by `encode_line`).
+    """
+
+    run: str
+    who: str
+    kind: str
+    data: Payload | dict[str, Any]
+    addr: str | None = None
+    ig: bool = False
+    t: int | None = None
+
+    def data_object(self) -> dict[str, Any]:
+        """The payload as a JSON object; raises TypeError when a typed payload's KIND differs."""
+        if isinstance(self.data, Payload):
+            if self.data.KIND.value != self.kind:
+                raise TypeError(f"draft of kind {self.kind} carries a {self.data.KIND} payload")
+            return self.data.to_data()
+        return self.data
