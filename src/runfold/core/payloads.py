@@ -184,7 +184,8 @@ class ToolCalled(Payload):
 
 @dataclass
 class ToolResult(Payload):
-    """Exactly one of `result` (an object) or `error` (a §11 error object) is present."""
+    """Exactly one of `result` (an object) or `error` (a §11 error object) is present; with
+    neither given, `result` defaults to `{}`. Giving both raises `E_INVALID_ARGS`."""
 
     KIND = Kind.TOOL_RESULT
     OPTIONAL = frozenset({"took_us", "result", "error"})
@@ -195,6 +196,8 @@ class ToolResult(Payload):
     error: dict[str, Json] | None = None
 
     def __post_init__(self) -> None:
+        if self.result is None and self.error is None and not self.absent:
+            self.result = {}
         if (self.result is None) == (self.error is None):
             raise invalid_args(
                 "build tool_result",

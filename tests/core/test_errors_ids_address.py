@@ -1,0 +1,100 @@
+"""The error shape (§11), run ids (§3), addresses (§9) and locators (§3)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runfold.core.address import address_problem, is_reserved, is_within, parse_address
+from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
+from runfold.core.ids import is_run_id, run_id_time_ms, run_id_v7
+from runfold.core.locator import CasLocator, FileLocator, parse_locator
+
+DESIGN_CODES = {
+    "E_INVALID_ARGS",
+    "E_PATH_NOT_FOUND",
+    "E_TOOL_UNKNOWN",
+    "E_TIMEOUT",
+    "E_OUTSIDE_WRITE_DOMAIN",
+    "E_GATE_DENIED",
+    "E_PROVIDER",
+    "E_TOOL_OUTCOME_UNKNOWN",
+    "E_EVIDENCE_MISSING",
+    "E_LOOP_SUSPECTED",
+    "E_BUDGET_EXHAUSTED",
+    "E_CONFIG_INVALID",
+    "E_LEDGER_CORRUPT",
+    "E_STORAGE_FATAL",
+    "E_WIRE_MISMATCH",
+    "E_LOG_VERSION_UNSUPPORTED",
+    "E_LEDGER_HELD",
+}
+
+
+def test_error_codes_are_exactly_the_design_codes() -> None:
+    assert {c.value for c in ErrorCode} == DESIGN_CODES
+
+
+def test_display_form_and_payload_round_trip() -> None:
+    err = RunfoldError(
+        ErrorCode.OUTSIDE_WRITE_DOMAIN,
+        "write",
+        "other/room/a.txt",
+        "write inside lab/room1 instead",
+        nearby=("lab/room1",),
+        retry=Retry.NO,
+        gate=Gate("writes stay in the room", "other/room is outside lab/room1", "write to lab/room1/a.txt"),
+    )
+    assert err.display() == (
+        "E_OUTSIDE_WRITE_DOMAIN: cannot write on other/room/a.txt — write inside lab/room1 instead"
+    )
+    assert str(err) == err.display()
+    again = RunfoldError.from_data(err.to_data())
+    assert again.to_data() == err.to_data()
+
+
+def test_recovery_is_mandatory() -> None:
+    with pytest.raises(ValueError):
+        RunfoldError(ErrorCode.TIMEOUT, "run tool", "exec", "  ")
+
+
+@given(st.integers(0, (1 << 48) - 1), st.binary(min_size=10, max_size=10))
+def test_run_id_v7_layout(ms: int, rand: bytes) -> None:
+    rid = run_id_v7(ms, rand)
+    assert is_run_id(rid)
+    assert rid[14] == "7" and rid[19] in "89ab"
+    assert run_id_time_ms(rid) == ms
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "/abs", "a/", "a//b", "a/./b", "../x", "a/..", "C:/x", "a\\b", "a:b", "a\x01b", "/"],
+)
+def test_bad_addresses_are_refused(bad: str) -> None:
+    assert address_problem(bad) is not None
+    with pytest.raises(RunfoldError) as err:
+        parse_address(bad)
+    assert err.value.code is ErrorCode.INVALID_ARGS
+
+
+def test_good_addresses_and_write_domains() -> None:
+    assert parse_address("lab/room1") == "lab/room1"
+    assert parse_address("été/salle") == "été/salle"
+    assert is_within("lab/room1/sub", "lab/room1")
+    assert not is_within("lab/room10", "lab/room1")
+    assert is_reserved("lab/.runfold/x") and not is_reserved("lab/runfold")
+
+
+def test_locators() -> None:
+    h = "a" * 64
+    assert parse_locator(f"cas:b3-{h}") == CasLocator(h)
+    loc = parse_locator(f"cas:b3-{h}#L2-3")
+    assert isinstance(loc, CasLocator) and str(loc) == f"cas:b3-{h}#L2-3"
+    assert loc.slice(b"one\ntwo\nthree\nfour\n") == b"two\nthree\n"
+    byte_loc = parse_locator(f"cas:b3-{h}#B1-2")
+    assert isinstance(byte_loc, CasLocator) and byte_loc.slice(b"abcd") == b"bc"
+    assert parse_locator("file:sim/lobby/room1@8ea61adc") == FileLocator("sim/lobby/room1", "8ea61adc")
+    for bad in [f"cas:b3-{h}#L3-2", f"cas:b3-{h}#L0-1", "cas:b3-XYZ", "http://x"]:
+        with pytest.raises(RunfoldError):
+            parse_locator(bad)
