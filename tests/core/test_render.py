@@ -417,3 +417,26 @@ def test_parse_reply_names_the_bad_field(dialect: str, response: dict[str, Any],
     with pytest.raises(RunfoldError) as err:
         parse_reply(dialect, response)
     assert err.value.subject == subject
+
+
+def test_thinking_config_left_out_while_a_loop_without_thinking_continues() -> None:
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    foreign = thinking_block("t", "sig", dialect="anthropic", model="other-model")
+    own = thinking_block("t", "sig", dialect="anthropic", model="m1")
+    loop = [
+        message("user", [text_block("q")]),
+        message("assistant", [foreign, tool_use_block("c1", "f", "{}")]),
+        message("user", [tool_result_block("c1", "r", False)]),
+    ]
+    assert "thinking" not in render("anthropic", spec_of(loop, thinking=thinking))
+    loop[1] = message("assistant", [own, tool_use_block("c1", "f", "{}")])
+    assert render("anthropic", spec_of(loop, thinking=thinking))["thinking"] == thinking
+    # a new user turn (no results in the last message) always carries the config
+    turn = [
+        *loop[:2],
+        message("user", [tool_result_block("c1", "r", False)]),
+        message("assistant", [text_block("a")]),
+        message("user", [text_block("next")]),
+    ]
+    turn[1] = message("assistant", [foreign, tool_use_block("c1", "f", "{}")])
+    assert render("anthropic", spec_of(turn, thinking=thinking))["thinking"] == thinking

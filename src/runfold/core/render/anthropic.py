@@ -24,6 +24,7 @@ from runfold.core.render.spec import (
     checked_messages,
     image_data,
     is_blank_text,
+    is_sent,
     need,
     parse_arguments,
     temperature,
@@ -43,13 +44,16 @@ def render(spec: RequestSpec) -> Rendered:
 
     Body keys in order: `model`, `max_tokens`, `system?` (text blocks), `tools?`
     (`{name, description, input_schema}`), `messages`, `stream?`, `thinking?`, `temperature?`.
+    `thinking` is `spec.thinking` without the OpenAI keys, sent when it has a `type` — except
+    while a tool loop opened by a reply without sent thinking is continued (see
+    `_loop_opener_thinks`).
     An assistant message left with no content (its only blocks were foreign thinking or blank
     text) is not sent and the user messages around it are joined, so roles keep alternating.
     Raises `E_INVALID_ARGS` for a malformed block or an image whose data is not in
     `spec.images`, naming `messages[i].content[j]`.
     """
     messages = _messages(spec)
-    system = [{"type": "text", "text": seg.text} for seg in spec.system if seg.text]
+    system = [{"type": "text", "text": seg.text} for seg in spec.system if is_sent(seg)]
     tools: list[dict[str, Any]] = [
         {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in spec.tools
     ]
@@ -70,7 +74,7 @@ def render(spec: RequestSpec) -> Rendered:
     body["messages"] = messages
     if spec.stream:
         body["stream"] = True
-    if spec.thinking is not None and "type" in spec.thinking:
+    if spec.thinking is not None and "type" in spec.thinking and _loop_opener_thinks(messages):
         body["thinking"] = {k: v for k, v in spec.thinking.items() if k not in THINKING_CONFIG_KEYS}
     temp = temperature(spec)
     if temp is not None:
@@ -136,6 +140,24 @@ def _messages(spec: RequestSpec) -> list[dict[str, Any]]:
     return out
 
 
+def _loop_opener_thinks(messages: list[dict[str, Any]]) -> bool:
+    """False when the request continues a tool loop whose opening assistant message starts with
+    no thinking block (its thinking came from another model, or it was produced with thinking
+    off). Anthropic refuses thinking-enabled requests in that state, so `render` then leaves the
+    `thinking` config out for this request; the loop's next user turn turns it back on."""
+    if not messages or messages[-1]["role"] != "user":
+        return True
+    if not any(b["type"] == "tool_result" for b in messages[-1]["content"]):
+        return True
+    opener = len(messages) - 2
+    # walk back over assistant (tool_use) <- user (starting with tool_result) pairs
+    while opener >= 2 and messages[opener - 1]["content"][0]["type"] == "tool_result":
+        opener -= 2
+    if opener < 0:
+        return True
+    return bool(messages[opener]["content"][0]["type"] in UNCACHEABLE)
+
+
 def _tail_block(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The last block of the last message that may carry `cache_control`."""
     if not messages:
@@ -152,7 +174,7 @@ def _place_prefix(
     """Mark the stable edges of the prefix; returns their labels in request order.
 
     The last sent segment is always an edge (it caches tools + the whole system). Further edges
-    are the segments marked `edge=True` (an edge on an empty segment moves back to the nearest
+    are the segments marked `edge=True` (an edge on a blank segment moves back to the nearest
     sent segment before it), earliest first, while the budget lasts: the earliest edges are the
     ones other runs of the same workspace or room share. With no system text, the last tool is
     the edge.
@@ -167,7 +189,7 @@ def _place_prefix(
     sent: list[tuple[int, str]] = []  # (index in `system`, slot) of each sent segment
     edges: list[int] = []
     for seg in spec.system:
-        if seg.text:
+        if is_sent(seg):
             sent.append((len(sent), seg.slot))
         if seg.edge and sent and sent[-1][0] not in edges:
             edges.append(sent[-1][0])

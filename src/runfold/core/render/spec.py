@@ -42,8 +42,9 @@ class SystemSegment:
 
     `slot` is the segment's name as recorded in `prompt_assembled.segments` (e.g. `workspace`,
     `room`, `agent`, `run`); `text` is sent verbatim. `edge=True` marks a stable edge: an
-    Anthropic cache breakpoint may be placed after this segment (the last segment is always an
-    edge). Segments with empty text are not sent.
+    Anthropic cache breakpoint may be placed after this segment (the last sent segment is always
+    an edge). Segments whose text is empty or whitespace only are not sent (providers refuse
+    blank text).
     """
 
     slot: str
@@ -216,9 +217,14 @@ def parse_arguments(text: str) -> dict[str, Any]:
 
 
 def joined_system(spec: RequestSpec) -> str:
-    """The non-empty system segments joined by a blank line (the OpenAI dialects take one
+    """The sent (non-blank) system segments joined by a blank line (the OpenAI dialects take one
     system text)."""
-    return "\n\n".join(s.text for s in spec.system if s.text)
+    return "\n\n".join(s.text for s in spec.system if is_sent(s))
+
+
+def is_sent(segment: SystemSegment) -> bool:
+    """True when the segment has non-whitespace text (blank segments are never sent)."""
+    return bool(segment.text.strip())
 
 
 def request_bytes(body: Mapping[str, Any]) -> bytes:
