@@ -27,6 +27,7 @@ from runfold.core.render import (
     request_bytes,
     tools_bytes,
 )
+from runfold.core.validate import validate
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "render"
 CONVERSATION = json.loads((GOLDEN / "conversation.json").read_text(encoding="utf-8"))
@@ -440,3 +441,80 @@ def test_thinking_config_left_out_while_a_loop_without_thinking_continues() -> N
     ]
     turn[1] = message("assistant", [foreign, tool_use_block("c1", "f", "{}")])
     assert render("anthropic", spec_of(turn, thinking=thinking))["thinking"] == thinking
+
+
+# ---- the accepted request shapes of tests/fixtures/histories/valid -------------------------
+
+VALID = Path(__file__).resolve().parent.parent / "fixtures" / "histories" / "valid"
+
+
+def _join(msgs: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    if msgs and msgs[-1]["role"] == role:
+        msgs[-1]["content"].extend(blocks)
+    else:
+        msgs.append({"role": role, "content": blocks})
+
+
+def internal_from_anthropic(request: dict[str, Any]) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    for m in request["messages"]:
+        blocks = []
+        for b in m["content"]:
+            if b["type"] == "text":
+                blocks.append(text_block(b["text"]))
+            elif b["type"] == "thinking":
+                blocks.append(
+                    thinking_block(b["thinking"], b["signature"], dialect="anthropic", model=request["model"])
+                )
+            elif b["type"] == "tool_use":
+                blocks.append(tool_use_block(b["id"], b["name"], orjson.dumps(b["input"]).decode()))
+            else:
+                blocks.append(tool_result_block(b["tool_use_id"], b["content"], bool(b.get("is_error"))))
+        _join(msgs, m["role"], blocks)
+    return msgs
+
+
+def internal_from_chat(request: dict[str, Any]) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    for m in request["messages"]:
+        if m["role"] == "user":
+            _join(msgs, "user", [text_block(m["content"])])
+        elif m["role"] == "tool":
+            _join(msgs, "user", [tool_result_block(m["tool_call_id"], m["content"], False)])
+        elif m["role"] == "assistant":
+            blocks = [text_block(m["content"])] if m.get("content") else []
+            blocks += [
+                tool_use_block(c["id"], c["function"]["name"], c["function"]["arguments"])
+                for c in m["tool_calls"]
+            ]
+            _join(msgs, "assistant", blocks)
+    return msgs
+
+
+def internal_from_responses(request: dict[str, Any]) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    for item in request["input"]:
+        if item["type"] == "message":
+            _join(msgs, item["role"], [text_block(p["text"]) for p in item["content"]])
+        elif item["type"] == "function_call":
+            _join(msgs, "assistant", [tool_use_block(item["call_id"], item["name"], item["arguments"])])
+        else:
+            _join(msgs, "user", [tool_result_block(item["call_id"], item["output"], False)])
+    return msgs
+
+
+@pytest.mark.parametrize("path", sorted(VALID.glob("*.json")), ids=lambda p: p.stem)
+def test_accepted_histories_render_back_to_their_own_shape(path: Path) -> None:
+    """Each request a real API accepts, read into internal messages and rendered again, gives
+    the same messages/items: the renderer writes the shapes the providers take."""
+    fixture = json.loads(path.read_text(encoding="utf-8"))
+    dialect, request = fixture["dialect"], fixture["request"]
+    reader = {"anthropic": internal_from_anthropic, "openai-chat": internal_from_chat}.get(
+        dialect, internal_from_responses
+    )
+    spec = RequestSpec(model=request["model"], messages=reader(request), cache_breakpoints=False)
+    key = "input" if dialect == "openai-responses" else "messages"
+    got = render(dialect, spec)[key]
+    expected = [m for m in request[key] if m.get("role") != "system"]
+    assert got == expected
+    assert validate(dialect, render(dialect, spec)) == []
