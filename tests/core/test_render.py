@@ -312,8 +312,10 @@ def test_tools_bytes_is_canonical_and_dialect_free() -> None:
         [{"description": "Read", "input_schema": tools[0].input_schema, "name": "read", "strict": True}]
     )
     assert tools_bytes(tools).index(b'"a"') < tools_bytes(tools).index(b'"b"')
-    with pytest.raises(RunfoldError):
-        ToolSpec("bad", "d", {"maximum": float("inf")})
+    for bad in ({"maximum": float("inf")}, {"maximum": 1 << 70}, {"enum": {1, 2}}, {1: "x"}):
+        with pytest.raises(RunfoldError) as err:
+            ToolSpec("bad", "d", bad)
+        assert err.value.subject.startswith("tools[bad].input_schema")
 
 
 def test_request_bytes_are_compact_utf8_in_build_order() -> None:

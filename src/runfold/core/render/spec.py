@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import orjson
 
-from runfold.core.canonical import encode_json
+from runfold.core.canonical import I64_MIN, U64_MAX, encode_json
 from runfold.core.errors import invalid_args
 from runfold.core.messages import Block, Message, check_block
 
@@ -57,8 +57,9 @@ class ToolSpec:
     """One entry of the tool table: name, description and the JSON Schema of its input.
 
     `strict` is OpenAI's strict-schema flag; None leaves Chat at its default and sends
-    `strict: false` to Responses (whose default is strict). Raises `E_INVALID_ARGS` when the
-    schema holds a non-finite number or a non-string key (it could not be encoded exactly).
+    `strict: false` to Responses (whose default is strict). Raises `E_INVALID_ARGS` naming the
+    schema path when it holds a non-finite number, an integer beyond i64/u64, a non-string key
+    or a non-JSON value (it could not be encoded exactly).
     """
 
     name: str
@@ -259,16 +260,35 @@ def tools_bytes(tools: Sequence[ToolSpec]) -> bytes:
 
 
 def _check_encodable(value: Any, path: str) -> None:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise invalid_args("encode tool schema", path, "JSON has no NaN or infinity; use a finite number")
-    if isinstance(value, Mapping):
+    """Refuse what orjson could not write exactly: non-finite floats, integers beyond i64/u64,
+    non-string keys and non-JSON types."""
+    if value is None or isinstance(value, (bool, str)):
+        return
+    if isinstance(value, int):
+        if not I64_MIN <= value <= U64_MAX:
+            raise invalid_args(
+                "encode tool schema", path, "integers must fit i64/u64; write the number as a string"
+            )
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise invalid_args("encode tool schema", path, "JSON has no NaN or infinity; use a finite number")
+        return
+    if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise invalid_args("encode tool schema", f"{path}[{key!r}]", "object keys must be strings")
             _check_encodable(item, f"{path}.{key}")
-    elif isinstance(value, (list, tuple)):
+        return
+    if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             _check_encodable(item, f"{path}[{index}]")
+        return
+    raise invalid_args(
+        f"encode {type(value).__name__} in tool schema",
+        path,
+        "a schema holds only JSON values (dict, list, str, number, bool, null)",
+    )
 
 
 def need(obj: Any, key: str, kind: type, path: str) -> Any:
