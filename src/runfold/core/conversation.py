@@ -176,13 +176,17 @@ class Conversation:
             )
         return text_block(text)
 
-    def _land(self, blocks: list[Block], sources: list[BlockSource]) -> Placement:
+    def _land(self, blocks: list[Block], sources: list[BlockSource], *, results: bool = False) -> Placement:
         """The one door for user content that is not held: join the open user message, else open
-        a new one (held text, older, is drained in first). Callers ensure it may land."""
-        held = self._held
+        a new one. Held text is drained with it: after tool `results` (tool_result blocks come
+        first), before user text (it arrived earlier). Callers ensure it may land."""
+        held_blocks = [h.block for h in self._held]
+        held_sources = [h.source for h in self._held]
         self._held = []
-        blocks = [h.block for h in held] + blocks
-        sources = [h.source for h in held] + sources
+        if results:
+            blocks, sources = blocks + held_blocks, sources + held_sources
+        else:
+            blocks, sources = held_blocks + blocks, held_sources + sources
         if self._messages and self._messages[-1]["role"] == "user":
             self._messages[-1]["content"].extend(blocks)
             self._sources[-1].extend(sources)
@@ -412,7 +416,7 @@ class Conversation:
                 self._sources.append(extra_sources)
         self._open_calls = []
         ordered = [results[c] for c in wave]
-        self._land([b for b, _ in ordered], [s for _, s in ordered])
+        self._land([b for b, _ in ordered], [s for _, s in ordered], results=True)
 
     def drop_open_wave(self) -> bool:
         """Drop the last reply when its tool calls are unanswered (a cut inside a wave drops it
