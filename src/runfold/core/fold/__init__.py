@@ -1,0 +1,61 @@
+"""Folds: pure functions over ledger lines that build views (DESIGN.md §2, §5–§7, §10).
+
+`run` rebuilds a run's conversation through a safe cut point; `fork` plans a fork and takes the
+raw prefix; `runs` summarizes runs and their lineage tree; `why` attributes the window.
+"""
+
+from __future__ import annotations
+
+from runfold.core.fold.fork import ForkPlan, plan_fork, raw_prefix
+from runfold.core.fold.run import (
+    DECISIONS,
+    SAFE_PHASES,
+    Decision,
+    Lineage,
+    LineageStep,
+    Phase,
+    RunFold,
+    fold_run,
+    fork_point,
+    group_by_run,
+    inherit,
+    line_phases,
+    lineage,
+    lineage_runs,
+    not_in_lineage,
+    safe_points,
+)
+from runfold.core.fold.runs import RunSummary, TreeNode, render_tree, run_summaries, run_tree
+from runfold.core.fold.why import Change, Part, WhyReport, estimate_tokens, why
+
+__all__ = [
+    "DECISIONS",
+    "SAFE_PHASES",
+    "Change",
+    "Decision",
+    "ForkPlan",
+    "Lineage",
+    "LineageStep",
+    "Part",
+    "Phase",
+    "RunFold",
+    "RunSummary",
+    "TreeNode",
+    "WhyReport",
+    "estimate_tokens",
+    "fold_run",
+    "fork_point",
+    "group_by_run",
+    "inherit",
+    "line_phases",
+    "lineage",
+    "lineage_runs",
+    "not_in_lineage",
+    "plan_fork",
+    "raw_prefix",
+    "render_tree",
+    "run_summaries",
+    "run_tree",
+    "safe_points",
+    "why",
+]

@@ -1,0 +1,756 @@
+"""The run fold: a run's conversation rebuilt from its ledger lines through a cut (DESIGN.md §5–§7).
+
+It walks a run's *lineage* (for a fork: the mother's lines through the fork's cut, recursively,
+then the run's own lines), folds waves into a `Conversation` only when complete, and knows which
+seqs are *safe cut points*, so that every fork and every `--at` view inherits a history providers
+accept. Every kind is decided explicitly in `DECISIONS` and in an exhaustive match.
+
+Safe cut points (the seqs a fork may inherit through, DESIGN.md §5, §7). The fold tracks a phase:
+`idle` (a turn boundary: the safe point *before assemble*), `assembled` (a request assembled and
+marked sent: the safe point *before call*), `calling` (a request in flight), `wave` (a reply's
+calls await results: the safe points *before wave* and *before tool call* lie inside it), `frozen`.
+A seq is a safe cut point when the phase after its line is `idle` or `frozen`: the run's
+`run_started`, `run_forked`, a reply without calls, the last result of a wave, steers, cancels,
+handoffs and freezes at a turn boundary. A cut never lands inside a turn: a reply whose request
+is cut off and a wave the cut lands inside are dropped whole (a `tool_use` without its
+`tool_result` is a shape providers refuse), and held steer text is never stranded in a request
+the child did not send. Asking for any other seq of the lineage moves the cut back to the last
+safe cut point before it, and the fold says why.
+
+Marking sent (DESIGN.md §6): at `prompt_shape_compared`. Format-1 ledgers (sprawling, §12) predate
+that kind: there, `model_called` plays that role, the last line before the request leaves. The
+rule the fold applies covers both: a turn's conversation is marked sent at its
+`prompt_shape_compared`, or at its first `model_called` when the turn had none.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NoReturn, assert_never
+
+from runfold.core.canonical import encode_json
+from runfold.core.conversation import BlockSource, Conversation
+from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
+from runfold.core.ids import WORKSPACE_RUN
+from runfold.core.kinds import Kind
+from runfold.core.messages import Block, Message, reply_blocks
+from runfold.core.payloads import (
+    ContextChanged,
+    ModelReturned,
+    PromptAssembled,
+    ResultOffloaded,
+    RunForked,
+    RunStarted,
+    SteerReceived,
+    ToolCalled,
+    ToolResult,
+)
+from runfold.core.records import Record
+from runfold.core.speakers import render_opening, render_steer
+from runfold.core.tool_result import tool_result_block, tool_use_block_of
+
+
+class Decision(enum.StrEnum):
+    """What the run fold does with a line of a kind (DESIGN.md §4: every kind is decided)."""
+
+    OPEN = "open"
+    """`run_started`: the opening joins the conversation (cause `seed`)."""
+    FORKED = "forked"
+    """`run_forked`: names the mother; the lineage is folded from it before the run's own lines."""
+    ASSEMBLE = "assemble"
+    """`prompt_assembled`: the frozen prefix of the next request (kept for `why`)."""
+    MARK_SENT = "mark_sent"
+    """`prompt_shape_compared`: the conversation is marked sent."""
+    CALL = "call"
+    """`model_called`: a request leaves (marked sent here when the turn had no comparison)."""
+    REPLY = "reply"
+    """`model_returned`: the reply; with calls it opens a wave."""
+    TOOL_CALL = "tool_call"
+    """`tool_called`: a call of the open wave (its `tool_use` when the reply lacks it)."""
+    TOOL_RESULT = "tool_result"
+    """`tool_result`: a result of the open wave; the last one commits the wave."""
+    OFFLOAD = "offload"
+    """`result_offloaded`: a result of the open wave is replaced by its head and locator."""
+    STEER = "steer"
+    """`steer_received`: user content (cause `message`), held when the open message was sent."""
+    REGION = "region"
+    """`context_changed`: a change to a region; refused for the conversation region (not built)."""
+    FREEZE = "freeze"
+    """`run_frozen`: the run ends; an incomplete wave is dropped."""
+    NO_WINDOW_EFFECT = "no_window_effect"
+    """In-window kinds that change no conversation bytes: `signal_consumed` (the text arrives
+    with its `steer_received`), `run_policy_changed` (the policy shapes calls, not messages)."""
+    IGNORE = "ignore"
+    """Record-only kinds: they never decide request bytes."""
+
+
+DECISIONS: dict[Kind, Decision] = {
+    Kind.RUN_STARTED: Decision.OPEN,
+    Kind.RUN_FORKED: Decision.FORKED,
+    Kind.PROMPT_ASSEMBLED: Decision.ASSEMBLE,
+    Kind.PROMPT_SHAPE_COMPARED: Decision.MARK_SENT,
+    Kind.MODEL_CALLED: Decision.CALL,
+    Kind.MODEL_RETURNED: Decision.REPLY,
+    Kind.TOOL_CALLED: Decision.TOOL_CALL,
+    Kind.TOOL_RESULT: Decision.TOOL_RESULT,
+    Kind.RESULT_OFFLOADED: Decision.OFFLOAD,
+    Kind.STEER_RECEIVED: Decision.STEER,
+    Kind.CONTEXT_CHANGED: Decision.REGION,
+    Kind.RUN_FROZEN: Decision.FREEZE,
+    Kind.SIGNAL_CONSUMED: Decision.NO_WINDOW_EFFECT,
+    Kind.RUN_POLICY_CHANGED: Decision.NO_WINDOW_EFFECT,
+    Kind.WORKSPACE_INITIALIZED: Decision.IGNORE,
+    Kind.SESSION_OPENED: Decision.IGNORE,
+    Kind.CHECKPOINT_COMMITTED: Decision.IGNORE,
+    Kind.HANDOFF_WRITTEN: Decision.IGNORE,
+    Kind.CANCEL_RECEIVED: Decision.IGNORE,
+    Kind.WATCHDOG_FIRED: Decision.IGNORE,
+    Kind.BUDGET_LIMIT: Decision.IGNORE,
+    Kind.PROVIDER_DEGRADED: Decision.IGNORE,
+    Kind.GATE_DENIED: Decision.IGNORE,
+    Kind.LOG_TRUNCATED: Decision.IGNORE,
+    Kind.SIGNAL_ENQUEUED: Decision.IGNORE,
+    Kind.EVAL_RUN: Decision.IGNORE,
+    Kind.CACHE_RENEWED: Decision.IGNORE,
+}
+"""Every `Kind` and what the run fold does with it; a test checks it covers `Kind` exactly."""
+
+
+class Phase(enum.StrEnum):
+    """Where a run stands after a line (see the module docstring); safe cuts are IDLE and FROZEN."""
+
+    IDLE = "idle"
+    ASSEMBLED = "assembled"
+    CALLING = "calling"
+    WAVE = "wave"
+    FROZEN = "frozen"
+
+
+SAFE_PHASES: frozenset[Phase] = frozenset({Phase.IDLE, Phase.FROZEN})
+
+OFFLOAD_NOTE = "result offloaded"
+
+
+def offloaded_content(payload: ResultOffloaded) -> str:
+    """The `tool_result` content that replaces an offloaded result in the window (DESIGN.md §10):
+    the compact canonical JSON `{"bytes", "head", "locator", "note"}` (bytes: the full result's
+    size in bytes). One printer for the live turn and every fold."""
+    obj = {"bytes": payload.bytes, "head": payload.head, "locator": payload.locator, "note": OFFLOAD_NOTE}
+    return encode_json(obj).decode("utf-8")
+
+
+# ---- lineage ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LineageStep:
+    """One run of a lineage and the part of its lines inherited: seqs `first`..`last` (inclusive)."""
+
+    run: str
+    first: int
+    last: int
+    lines: tuple[Record, ...]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A run and, for a fork, the runs it inherits from: oldest first, each cut at the fork point."""
+
+    steps: tuple[LineageStep, ...]
+
+    @property
+    def run(self) -> str:
+        return self.steps[-1].run
+
+    def records(self) -> Iterable[Record]:
+        for step in self.steps:
+            yield from step.lines
+
+    def seqs(self) -> list[int]:
+        return [r.seq for r in self.records()]
+
+    def describe(self) -> str:
+        """`run 0198f6a2: seqs 1–12 (of 20 lines); run 0198f6b0: seqs 40–45` (oldest first)."""
+        return "; ".join(f"run {s.run[:8]}: seqs {s.first}–{s.last}" for s in self.steps)
+
+
+def group_by_run(records: Iterable[Record]) -> dict[str, list[Record]]:
+    """The lines of each run in seq order (workspace-level lines are grouped under the nil run)."""
+    out: dict[str, list[Record]] = {}
+    for rec in records:
+        out.setdefault(rec.run, []).append(rec)
+    return out
+
+
+def fork_point(lines: Sequence[Record]) -> tuple[str, int] | None:
+    """The `(mother, at_seq)` of a run's `run_forked` line, or None when the run is not a fork.
+
+    Only lines before the run's first request are looked at (a fork writes `run_forked` right
+    after `run_started`). Raises `E_LEDGER_CORRUPT` naming the seq when the payload is unreadable.
+    """
+    for rec in lines[:4]:
+        if rec.known and rec.kind is Kind.RUN_FORKED:
+            forked = rec.typed(RunForked)
+            return forked.from_, forked.at_seq
+    return None
+
+
+def lineage_runs(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> list[str]:
+    """The runs whose lines `run`'s fold reads, oldest first (ends with `run`). A caller that reads
+    runs one at a time can call `fork_point` on each instead. Raises like `lineage`."""
+    return [s.run for s in lineage(lines_by_run, run).steps]
+
+
+def lineage(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> Lineage:
+    """The lineage of `run` (DESIGN.md §7): for a fork, the mother's lineage through the fork's
+    `at_seq`, recursively, then the run's own lines.
+
+    Raises `E_INVALID_ARGS` when `run` has no lines (naming the nearest known runs), and
+    `E_LEDGER_CORRUPT` when a run does not start with `run_started`, or a `run_forked` names a
+    missing mother, a seq not before the fork, or a seq that is not a safe cut of the mother.
+    """
+    lines = lines_by_run.get(run)
+    if not lines or run == WORKSPACE_RUN:
+        known = [r for r in lines_by_run if r != WORKSPACE_RUN]
+        raise invalid_args(
+            "fold run",
+            f"run {run}",
+            "name a run of this ledger (`runfold runs` lists them)",
+            tuple(known[:8]),
+        )
+    first = lines[0]
+    if not first.known or first.kind is not Kind.RUN_STARTED:
+        _corrupt(first, "kind", f"run {run} starts with {first.kind_name}, not run_started")
+    point = fork_point(lines)
+    if point is None:
+        return Lineage((LineageStep(run, lines[0].seq, lines[-1].seq, tuple(lines)),))
+    mother, at_seq = point
+    forked_line = next(r for r in lines[:4] if r.known and r.kind is Kind.RUN_FORKED)
+    if mother == run or mother not in lines_by_run or at_seq >= first.seq:
+        _corrupt(
+            forked_line,
+            "data.from",
+            f"run_forked names run {mother} at seq {at_seq}, which is not an earlier line of another run",
+        )
+    mother_lineage = lineage(lines_by_run, mother)
+    inherited = _through(mother_lineage, at_seq)
+    if inherited is None or not _scan(inherited).is_safe(at_seq):
+        _corrupt(
+            forked_line,
+            "data.at_seq",
+            f"run_forked at_seq {at_seq} is not a safe cut point of run {mother}",
+        )
+    own = LineageStep(run, lines[0].seq, lines[-1].seq, tuple(lines))
+    return Lineage((*inherited.steps, own))
+
+
+def _through(lin: Lineage, seq: int) -> Lineage | None:
+    """`lin` cut after `seq` (None when `seq` is not a line of it)."""
+    steps: list[LineageStep] = []
+    for step in lin.steps:
+        if seq < step.first:
+            break
+        kept = tuple(r for r in step.lines if r.seq <= seq)
+        steps.append(LineageStep(step.run, step.first, kept[-1].seq, kept))
+        if any(r.seq == seq for r in step.lines):
+            return Lineage(tuple(steps))
+    return None
+
+
+# ---- the fold ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Wave:
+    reply_seq: int
+    reply: list[Block]
+    calls: int
+    use_ids: list[str]
+    called: dict[str, tuple[Block, BlockSource]] = field(default_factory=dict)
+    results: dict[str, tuple[Block, BlockSource]] = field(default_factory=dict)
+
+    def needed(self) -> int:
+        return max(self.calls, len(self.use_ids))
+
+    def complete(self) -> bool:
+        ids = set(self.use_ids) | set(self.called)
+        return len(self.results) >= self.needed() and ids <= set(self.results)
+
+
+@dataclass
+class FoldState:
+    """The running state of the fold (exposed for the runtime and tests; treat as read-only)."""
+
+    conversation: Conversation | None = None
+    phase: Phase = Phase.IDLE
+    sent_this_turn: bool = False
+    wave: _Wave | None = None
+    prefix: PromptAssembled | None = None
+    prefix_seq: int | None = None
+    landed: list[int] = field(default_factory=list)
+    """Per flattened block of the conversation: the seq of the line at which it entered."""
+
+
+def _corrupt(rec: Record, field_name: str, why: str) -> NoReturn:
+    raise RunfoldError(
+        ErrorCode.LEDGER_CORRUPT,
+        f"fold seq {rec.seq} ({rec.kind_name}, field {field_name}): {why}",
+        f"run {rec.run}",
+        f"inspect the line with `runfold show {rec.seq}`; the ledger holds a line this fold cannot "
+        "place, so restore it from a copy or report it",
+    )
+
+
+def _placed(rec: Record, exc: RunfoldError, field_name: str) -> NoReturn:
+    """A line whose payload reads but does not continue the conversation (e.g. a reply with no
+    user turn before it): refused as corrupt, naming seq and field."""
+    _corrupt(rec, field_name, exc.action)
+
+
+@dataclass
+class _LineNote:
+    """What the fold knew right after a line: its phase and, inside a turn, where the turn began."""
+
+    kind: str
+    phase: Phase
+    turn_seq: int | None
+    detail: str
+
+
+class _Folder:
+    """Feeds lineage lines one by one into a FoldState (one instance per fold)."""
+
+    def __init__(self, track_landing: bool) -> None:
+        self.st = FoldState()
+        self.track = track_landing
+        self.notes: dict[int, _LineNote] = {}
+        self.turn_seq: int | None = None
+        self.blocks = 0
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def conv(self, rec: Record) -> Conversation:
+        if self.st.conversation is None:
+            _corrupt(rec, "kind", "an in-window line before the run's run_started")
+        return self.st.conversation
+
+    def _count_landed(self, seq: int) -> None:
+        if not self.track or self.st.conversation is None:
+            return
+        total = sum(len(s) for s in self.st.conversation.sources)
+        if total > self.blocks:
+            self.st.landed.extend([seq] * (total - self.blocks))
+            self.blocks = total
+
+    def _expect(self, rec: Record, phases: frozenset[Phase], what: str) -> None:
+        if self.st.phase not in phases:
+            _corrupt(rec, "kind", f"{what} while the run is {self.st.phase.value}")
+
+    # -- the step -----------------------------------------------------------------------------
+
+    def feed(self, rec: Record, inherits: bool) -> None:
+        """Fold one line. `inherits` is True for the `run_started` of a fork (its conversation
+        starts from the mother's)."""
+        if rec.known:
+            self._step(rec, rec.kind, inherits)
+        if self.st.phase in SAFE_PHASES:
+            self.turn_seq = None
+        elif self.turn_seq is None:
+            self.turn_seq = rec.seq
+        self.notes[rec.seq] = _LineNote(rec.kind_name, self.st.phase, self.turn_seq, self._detail())
+        self._count_landed(rec.seq)
+
+    def _detail(self) -> str:
+        st = self.st
+        if st.phase is Phase.WAVE and st.wave is not None:
+            w = st.wave
+            return f"the reply at seq {w.reply_seq} has {len(w.results)} of {w.needed()} tool results"
+        if st.phase is Phase.CALLING:
+            return "a request had left and no reply had come back"
+        if st.phase is Phase.ASSEMBLED:
+            return "a request was assembled and had not left"
+        return ""
+
+    def _step(self, rec: Record, kind: Kind, inherits: bool) -> None:
+        st = self.st
+        live = frozenset({Phase.IDLE, Phase.ASSEMBLED, Phase.CALLING, Phase.WAVE})
+        match kind:
+            case Kind.RUN_STARTED:
+                self._open(rec, inherits)
+            case Kind.RUN_FORKED:
+                pass  # the lineage was resolved before the run's own lines
+            case Kind.PROMPT_ASSEMBLED:
+                self._expect(rec, frozenset({Phase.IDLE, Phase.ASSEMBLED}), "a prompt assembled")
+                st.prefix = rec.typed(PromptAssembled)
+                st.prefix_seq = rec.seq
+                st.phase = Phase.ASSEMBLED
+            case Kind.PROMPT_SHAPE_COMPARED:
+                self._expect(rec, frozenset({Phase.IDLE, Phase.ASSEMBLED}), "a request compared")
+                self._mark_sent(rec)
+                st.phase = Phase.ASSEMBLED
+            case Kind.MODEL_CALLED:
+                self._expect(rec, frozenset({Phase.IDLE, Phase.ASSEMBLED, Phase.CALLING}), "a model called")
+                if not st.sent_this_turn:
+                    self._mark_sent(rec)
+                st.phase = Phase.CALLING
+            case Kind.MODEL_RETURNED:
+                self._expect(rec, frozenset({Phase.CALLING}), "a reply with no model_called before it")
+                self._reply(rec)
+            case Kind.TOOL_CALLED:
+                self._expect(rec, frozenset({Phase.WAVE}), "a tool called with no reply asking for it")
+                self._tool_called(rec)
+            case Kind.TOOL_RESULT:
+                self._expect(rec, frozenset({Phase.WAVE}), "a tool result with no open wave")
+                self._tool_result(rec)
+            case Kind.RESULT_OFFLOADED:
+                self._offload(rec)
+            case Kind.STEER_RECEIVED:
+                self._expect(rec, live, "a steer received")
+                self._steer(rec)
+            case Kind.CONTEXT_CHANGED:
+                changed = rec.typed(ContextChanged)
+                if changed.region == "conversation":
+                    raise RunfoldError(
+                        ErrorCode.LOG_VERSION_UNSUPPORTED,
+                        f"fold seq {rec.seq} (context_changed, field data.region): this build does "
+                        "not apply changes to the conversation region",
+                        f"run {rec.run}",
+                        "upgrade runfold to a version that folds conversation compaction; nothing was skipped",
+                    )
+            case Kind.RUN_FROZEN:
+                st.wave = None  # a wave the run never completed is dropped whole
+                st.sent_this_turn = False
+                st.phase = Phase.FROZEN
+            case Kind.SIGNAL_CONSUMED | Kind.RUN_POLICY_CHANGED:
+                pass  # in-window, but no conversation bytes change (see Decision.NO_WINDOW_EFFECT)
+            case (
+                Kind.WORKSPACE_INITIALIZED
+                | Kind.SESSION_OPENED
+                | Kind.CHECKPOINT_COMMITTED
+                | Kind.HANDOFF_WRITTEN
+                | Kind.CANCEL_RECEIVED
+                | Kind.WATCHDOG_FIRED
+                | Kind.BUDGET_LIMIT
+                | Kind.PROVIDER_DEGRADED
+                | Kind.GATE_DENIED
+                | Kind.LOG_TRUNCATED
+                | Kind.SIGNAL_ENQUEUED
+                | Kind.EVAL_RUN
+                | Kind.CACHE_RENEWED
+            ):
+                pass  # record-only: never decides request bytes
+            case _:
+                assert_never(kind)
+
+    def _open(self, rec: Record, inherits: bool) -> None:
+        st = self.st
+        started = rec.typed(RunStarted)
+        opening = started.opening
+        if opening is None:
+            opening = "inherited" if inherits else ("from_job" if started.job else "with_person")
+        try:
+            text = render_opening(
+                opening,
+                task=started.task,
+                goal=started.goal,
+                handed_down_by=started.dispatched_by or rec.env.who,
+            )
+        except RunfoldError as exc:
+            _placed(rec, exc, "data.opening")
+        if inherits:
+            if st.conversation is None:
+                _corrupt(rec, "kind", "a fork's run_started with no inherited conversation")
+            st.conversation = inherit(st.conversation)
+        elif st.conversation is not None:
+            _corrupt(rec, "kind", "a second run_started in one lineage")
+        else:
+            st.conversation = Conversation()
+        try:
+            st.conversation.open_with(text, BlockSource(rec.seq, "seed"))
+        except RunfoldError as exc:
+            _placed(rec, exc, "data.task")
+        st.phase = Phase.IDLE
+        st.sent_this_turn = False
+        st.wave = None
+
+    def _mark_sent(self, rec: Record) -> None:
+        try:
+            self.conv(rec).mark_sent()
+        except RunfoldError as exc:
+            _placed(rec, exc, "kind")
+        self.st.sent_this_turn = True
+
+    def _reply(self, rec: Record) -> None:
+        st = self.st
+        returned = rec.typed(ModelReturned)
+        try:
+            blocks = reply_blocks(returned.message)
+        except RunfoldError as exc:
+            _corrupt(rec, exc.subject, exc.action)
+        use_ids = [str(b["id"]) for b in blocks if b["kind"] == "tool_use"]
+        if returned.calls < len(use_ids):
+            _corrupt(
+                rec,
+                "data.calls",
+                f"calls is {returned.calls} but the message holds {len(use_ids)} tool_use blocks",
+            )
+        if len(set(use_ids)) != len(use_ids):
+            _corrupt(rec, "data.message.content", "two tool_use blocks share an id")
+        st.sent_this_turn = False
+        if returned.calls == 0:
+            conv = self.conv(rec)
+            try:
+                conv.add_reply(blocks, BlockSource(rec.seq, "model_reply"))
+            except RunfoldError as exc:
+                _placed(rec, exc, "data.message")
+            conv.flush_held()
+            st.phase = Phase.IDLE
+            return
+        st.wave = _Wave(rec.seq, blocks, returned.calls, use_ids)
+        st.phase = Phase.WAVE
+
+    def _tool_called(self, rec: Record) -> None:
+        wave = self.st.wave
+        assert wave is not None
+        call = rec.typed(ToolCalled)
+        if call.id in wave.called:
+            _corrupt(rec, "data.id", f"tool call {call.id!r} was already called in this wave")
+        if call.id not in wave.use_ids:
+            extra = sum(1 for c in wave.called if c not in wave.use_ids)
+            if extra >= wave.calls - len(wave.use_ids):
+                _corrupt(
+                    rec,
+                    "data.id",
+                    f"call {call.id!r} is not one of the {wave.calls} calls the reply at seq {wave.reply_seq} asked for",
+                )
+        wave.called[call.id] = (tool_use_block_of(call), BlockSource(rec.seq, "model_reply"))
+
+    def _tool_result(self, rec: Record) -> None:
+        st = self.st
+        wave = st.wave
+        assert wave is not None
+        result = rec.typed(ToolResult)
+        call_id = result.tool_use_id
+        if call_id not in wave.use_ids and call_id not in wave.called:
+            _corrupt(
+                rec,
+                "data.tool_use_id",
+                f"{call_id!r} answers no call of the wave opened at seq {wave.reply_seq}",
+            )
+        if call_id in wave.results:
+            _corrupt(rec, "data.tool_use_id", f"call {call_id!r} was already answered in this wave")
+        cause = "tool_result"
+        if (
+            result.error is not None
+            and result.error.get("code") == ErrorCode.TOOL_OUTCOME_UNKNOWN.value
+            and rec.env.who == "runtime"
+        ):
+            cause = "resume"  # written by resume for a call whose outcome is unknown (DESIGN.md §7)
+        wave.results[call_id] = (tool_result_block(result), BlockSource(rec.seq, cause))
+        if wave.complete():
+            self._commit(rec, wave)
+
+    def _commit(self, rec: Record, wave: _Wave) -> None:
+        st = self.st
+        conv = self.conv(rec)
+        extra = [(b, s) for cid, (b, s) in wave.called.items() if cid not in wave.use_ids]
+        order = wave.use_ids + [cid for cid in wave.called if cid not in wave.use_ids]
+        results = [wave.results[cid] for cid in order if cid in wave.results]
+        try:
+            conv.add_reply(wave.reply, BlockSource(wave.reply_seq, "model_reply"))
+            conv.add_tool_results(
+                [b for b, _ in results],
+                [s for _, s in results],
+                [b for b, _ in extra],
+                [s for _, s in extra],
+            )
+        except RunfoldError as exc:
+            _placed(rec, exc, "data.tool_use_id")
+        st.wave = None
+        st.phase = Phase.IDLE
+
+    def _offload(self, rec: Record) -> None:
+        wave = self.st.wave
+        off = rec.typed(ResultOffloaded)
+        if self.st.phase is not Phase.WAVE or wave is None or off.tool_use_id not in wave.results:
+            _corrupt(
+                rec,
+                "data.tool_use_id",
+                "a result is offloaded only inside its wave, after its tool_result (this build "
+                "does not rewrite a committed result)",
+            )
+        block, source = wave.results[off.tool_use_id]
+        wave.results[off.tool_use_id] = ({**block, "content": offloaded_content(off)}, source)
+
+    def _steer(self, rec: Record) -> None:
+        steer = rec.typed(SteerReceived)
+        try:
+            text = render_steer(steer.source, steer.text)
+        except RunfoldError as exc:
+            _placed(rec, exc, "data.source")
+        try:
+            self.conv(rec).add_user_text(text, BlockSource(rec.seq, "message"))
+        except RunfoldError as exc:
+            _placed(rec, exc, "data.text")
+
+
+def inherit(conversation: Conversation) -> Conversation:
+    """The conversation a fork starts from: the mother's messages, nothing sent yet in the new run,
+    and any text the mother held but never delivered landed at the end (held text is never lost,
+    DESIGN.md §6). Raises `E_INVALID_ARGS` (from `Conversation.inherit`) for a shape a
+    Conversation never produces."""
+    child = Conversation.inherit(conversation.messages, conversation.sources)
+    for held in conversation.held:
+        child.add_user_text(str(held.block["text"]), held.source)
+    return child
+
+
+# ---- public entry points -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunFold:
+    """A run's conversation at a safe cut point.
+
+    - `asked`: the seq asked for (the run's last line when none was given);
+    - `cut`: the last safe cut point ≤ `asked` actually used (see the module docstring);
+    - `moved`: why the cut differs from `asked` (None when equal);
+    - `conversation`: the folded `Conversation` (held text inside, not yet delivered);
+    - `lineage`: the lines folded (the mother's through the fork point, then the run's);
+    - `phase`: the run's phase after the cut (`idle` or `frozen`);
+    - `prefix`/`prefix_seq`: the last `prompt_assembled` of the lineage through the cut, if any;
+    - `safe_points`: every safe cut point of the lineage ≤ `asked`, ascending;
+    - `landed`: with `track_landing`, per flattened block, the seq at which it entered the window.
+    """
+
+    run: str
+    asked: int
+    cut: int
+    moved: str | None
+    conversation: Conversation
+    lineage: Lineage
+    phase: Phase
+    prefix: PromptAssembled | None
+    prefix_seq: int | None
+    safe_points: tuple[int, ...]
+    landed: tuple[int, ...] | None = None
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.conversation.messages
+
+    @property
+    def sources(self) -> list[list[BlockSource]]:
+        return self.conversation.sources
+
+    def inherited(self) -> Conversation:
+        """The conversation a fork at `cut` starts from (see `inherit`)."""
+        return inherit(self.conversation)
+
+
+@dataclass(frozen=True)
+class _Scan:
+    notes: dict[int, _LineNote]
+    state: FoldState
+
+    def is_safe(self, seq: int) -> bool:
+        note = self.notes.get(seq)
+        return note is not None and note.phase in SAFE_PHASES
+
+    def safe_points(self) -> list[int]:
+        return [s for s, n in self.notes.items() if n.phase in SAFE_PHASES]
+
+
+def _scan(lin: Lineage, track_landing: bool = False) -> _Scan:
+    folder = _Folder(track_landing)
+    for index, step in enumerate(lin.steps):
+        for rec in step.lines:
+            folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+    return _Scan(folder.notes, folder.st)
+
+
+def not_in_lineage(lin: Lineage, seq: int, tail: int | None = None) -> RunfoldError:
+    """`E_INVALID_ARGS` for a seq that is not a line of `lin` (never clamped), naming the range."""
+    where = lin.describe()
+    tail_note = f"; the ledger's tail is seq {tail}" if tail is not None else ""
+    past = tail is not None and seq > tail
+    return invalid_args(
+        f"fold run {lin.run} at seq {seq}" + (" (past the ledger's tail)" if past else ""),
+        f"seq {seq}",
+        f"give a seq of the run or of the runs it inherits from ({where}{tail_note})",
+        tuple(str(s) for s in _nearby(lin.seqs(), seq)),
+    )
+
+
+def _nearby(seqs: list[int], seq: int) -> list[int]:
+    return sorted(sorted(seqs, key=lambda s: (abs(s - seq), s))[:4])
+
+
+def fold_run(
+    lines_by_run: Mapping[str, Sequence[Record]],
+    run: str,
+    at_seq: int | None = None,
+    *,
+    tail: int | None = None,
+    track_landing: bool = False,
+) -> RunFold:
+    """Fold `run`'s conversation through the last safe cut point ≤ `at_seq` (default: the run's
+    last line), DESIGN.md §5–§7.
+
+    `lines_by_run` maps run ids to their lines in seq order; it must hold the run and, for a
+    fork, every run of its lineage (`group_by_run` of the ledger, or the runs `lineage_runs`
+    names). `tail` (the ledger's last seq) only improves error messages.
+
+    Raises `E_INVALID_ARGS` when `run` is unknown or `at_seq` is not a line of the run's lineage
+    (naming the valid ranges and the tail; never clamped); `E_LEDGER_CORRUPT` naming seq and
+    field for an in-window line that is unreadable or does not continue the conversation;
+    `E_LOG_VERSION_UNSUPPORTED` for a conversation change this build cannot apply.
+    """
+    lin = lineage(lines_by_run, run)
+    asked = lin.steps[-1].last if at_seq is None else at_seq
+    upto = _through(lin, asked)
+    if upto is None:
+        raise not_in_lineage(lin, asked, tail)
+    scan = _scan(upto, track_landing)
+    safe = scan.safe_points()
+    cut = max(s for s in safe if s <= asked)
+    moved: str | None = None
+    if cut != asked:
+        note = scan.notes[asked]
+        start = note.turn_seq if note.turn_seq is not None else asked
+        moved = (
+            f"seq {asked} ({note.kind}) is inside the turn that began at seq {start} "
+            f"({note.detail}); a cut keeps whole turns and whole waves, so it moved back to seq {cut}, "
+            "the last safe point before it"
+        )
+        upto = _through(lin, cut)
+        assert upto is not None
+        scan = _scan(upto, track_landing)
+    st = scan.state
+    assert st.conversation is not None
+    return RunFold(
+        run=run,
+        asked=asked,
+        cut=cut,
+        moved=moved,
+        conversation=st.conversation,
+        lineage=upto,
+        phase=st.phase,
+        prefix=st.prefix,
+        prefix_seq=st.prefix_seq,
+        safe_points=tuple(safe),
+        landed=tuple(st.landed) if track_landing else None,
+    )
+
+
+def safe_points(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> list[int]:
+    """Every safe cut point of `run`'s lineage (ascending): the seqs a fork may inherit through.
+    Raises like `fold_run`."""
+    return _scan(lineage(lines_by_run, run)).safe_points()
+
+
+def line_phases(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> dict[int, Phase]:
+    """The phase after each line of `run`'s lineage (seq → phase). Raises like `fold_run`."""
+    return {s: n.phase for s, n in _scan(lineage(lines_by_run, run)).notes.items()}
