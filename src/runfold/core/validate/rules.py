@@ -316,12 +316,8 @@ def check_pairing(
             continue
         answered[res.call_id] = res
         if res.index not in call.zone:
-            where = (
-                f"message {min(call.zone)}"
-                if len(call.zone) == 1
-                else f"messages {min(call.zone)}..{max(call.zone)}"
-            )
-            expected = where if call.zone else f"the message right after message {call.index}"
+            lo, hi = (min(call.zone), max(call.zone)) if call.zone else (call.index + 1, call.index + 1)
+            expected = f"message {lo}" if lo == hi else f"messages {lo}..{hi}"
             report.add(
                 res.index,
                 "wave-answered-together",
