@@ -1,0 +1,567 @@
+"""The built-in tools a run may opt into: read_file, write_file, edit_file, list_dir, search, exec.
+
+Each is a typed function turned into a `Tool`, so its schema and description come from the
+same place as a user's tools (DESIGN.md §9). Paths are relative to the run's room; writes pass
+the write-domain check of `ToolContext`; results are float-free JSON objects (sizes in bytes,
+durations in ms) and failures are `RunfoldError`s whose `to_data()` is the `tool_result.error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import re
+import secrets
+import signal
+import stat
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
+from runfold.tools.context import ToolContext
+from runfold.tools.registry import Tool, ToolRegistry
+from runfold.tools.results import ToolError
+
+BINARY_SNIFF_BYTES = 8192
+"""A file with a NUL byte in its first 8 KiB is treated as binary."""
+SEARCH_MAX_FILE_BYTES = 8 * 1024 * 1024
+"""`search` skips files larger than this (8 MiB)."""
+SEARCH_LINE_CHARS = 300
+"""A matching line is shown up to this many characters."""
+
+Line = Annotated[int, Field(ge=1)]
+
+
+# ---- helpers ----------------------------------------------------------------------------
+
+
+def _not_found(ctx: ToolContext, path: str, real: Path, action: str) -> RunfoldError:
+    nearby: tuple[str, ...] = ()
+    parent = real.parent
+    if parent.is_dir() and ctx.is_readable(parent):
+        try:
+            names = sorted(e.name for e in os.scandir(parent) if e.name.casefold() != ".runfold")
+        except OSError:
+            names = []
+        close = difflib.get_close_matches(real.name, names, n=3, cutoff=0.5)
+        nearby = tuple(ctx.display(parent / n) for n in close)
+    hint = f" (did you mean {', '.join(f'`{n}`' for n in nearby)}?)" if nearby else ""
+    return RunfoldError(
+        ErrorCode.PATH_NOT_FOUND,
+        action,
+        repr(path),
+        f"no such path{hint}; check it with list_dir — paths are relative to the room {ctx.room_label}",
+        nearby=nearby,
+    )
+
+
+def _is_binary(head: bytes) -> bool:
+    return b"\x00" in head[:BINARY_SNIFF_BYTES]
+
+
+def _write_atomically(real: Path, data: bytes) -> None:
+    """Write `data` to `real` through a temporary file in the same directory and a rename, so a
+    crash leaves the old or the new content, never a mix; an existing file keeps its mode."""
+    real.parent.mkdir(parents=True, exist_ok=True)
+    tmp = real.parent / f".{real.name}.runfold-tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        try:
+            os.chmod(tmp, stat.S_IMODE(os.stat(real).st_mode))
+        except FileNotFoundError:
+            pass
+        os.replace(tmp, real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _encode_text(text: str, field: str, action: str, path: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid_args(
+            action,
+            f"argument `{field}` for {path!r}",
+            f"`{field}` must be valid Unicode (no lone surrogates)",
+        ) from None
+
+
+# ---- read_file --------------------------------------------------------------------------
+
+
+def read_file(
+    path: str,
+    start_line: Line | None = None,
+    end_line: Line | None = None,
+    *,
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """Read a text file of the workspace, whole or a range of lines.
+
+    The content is returned as plain text, exactly as in the file (no line-number prefixes), so it
+    can be copied into edit_file. Result: {path, content, start_line, end_line, total_lines, bytes,
+    truncated} — `end_line` is the last line included; when the output cap (64 KiB by default) cut
+    the range, `truncated` is true and `next_start_line` says where to continue. Paths are relative
+    to your room; `..` may reach other parts of the workspace; `.runfold` is never readable.
+
+    Args:
+        path: File path, relative to the room.
+        start_line: First line to return, 1-based (default 1).
+        end_line: Last line to return, inclusive (default: the end of the file).
+
+    Raises:
+        E_PATH_NOT_FOUND (with close names), E_INVALID_ARGS (a directory, a binary file, a range
+        past the end), E_GATE_DENIED (outside the workspace or into .runfold).
+    """
+    action = "read file"
+    real = ctx.resolve_read(path, action)
+    if not real.exists():
+        raise _not_found(ctx, path, real, action)
+    if real.is_dir():
+        raise invalid_args(action, repr(path), "this is a directory; list it with list_dir")
+    if start_line is not None and end_line is not None and end_line < start_line:
+        raise invalid_args(
+            action,
+            "argument `end_line`",
+            f"end_line ({end_line}) is before start_line ({start_line}); give end_line >= start_line",
+        )
+    start = start_line or 1
+    cap = ctx.read_max_bytes
+    size = real.stat().st_size
+    chunks: list[bytes] = []
+    used = 0
+    last = start - 1
+    total = 0
+    truncated = False
+    next_start: int | None = None
+    with open(real, "rb") as f:
+        if _is_binary(f.read(BINARY_SNIFF_BYTES)):
+            raise invalid_args(
+                action,
+                repr(path),
+                f"this is a binary file ({size} bytes); read_file reads text — inspect it with exec if needed",
+            )
+        f.seek(0)
+        for total, line in enumerate(f, 1):
+            if total < start or (end_line is not None and total > end_line) or truncated:
+                continue
+            if used + len(line) > cap:
+                truncated = True
+                if chunks:
+                    next_start = total
+                else:  # one line longer than the cap: give its head
+                    chunks.append(line[:cap])
+                    last = total
+                    next_start = total + 1
+                continue
+            chunks.append(line)
+            used += len(line)
+            last = total
+    if start > 1 and start > total:
+        raise invalid_args(
+            action,
+            "argument `start_line`",
+            f"start_line {start} is past the end of {path!r} ({total} lines); give a start_line of at most {total}",
+        )
+    out: dict[str, Any] = {
+        "path": ctx.display(real),
+        "content": b"".join(chunks).decode("utf-8", errors="replace"),
+        "start_line": start,
+        "end_line": last,
+        "total_lines": total,
+        "bytes": size,
+        "truncated": truncated,
+    }
+    if next_start is not None and (end_line is None or next_start <= end_line) and next_start <= total:
+        out["next_start_line"] = next_start
+    return out
+
+
+# ---- write_file / edit_file -------------------------------------------------------------
+
+
+def write_file(path: str, content: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Create or overwrite a text file inside your room (missing directories are created).
+
+    The whole file is replaced by `content` (UTF-8). Result: {path, written, created} —
+    `written` in bytes, `created` true when the file did not exist. Writes outside your room, into
+    `.runfold`, through `..`, to absolute paths or through symlinks leaving the room are refused
+    with E_OUTSIDE_WRITE_DOMAIN, which names a path that works.
+
+    Args:
+        path: File path, relative to the room.
+        content: The complete new content of the file.
+
+    Raises:
+        E_OUTSIDE_WRITE_DOMAIN (with a gate: rule, violation, alternative), E_INVALID_ARGS.
+    """
+    action = "write file"
+    real = ctx.resolve_write(path, action)
+    if real.is_dir():
+        raise invalid_args(action, repr(path), "this is a directory; give a file path inside it")
+    data = _encode_text(content, "content", action, path)
+    created = not real.exists()
+    _write_atomically(real, data)
+    return {"path": ctx.display(real), "written": len(data), "created": created}
+
+
+def _match_starts(text: str, old: str) -> list[int]:
+    starts: list[int] = []
+    i = text.find(old)
+    while i != -1:
+        starts.append(i)
+        i = text.find(old, i + 1)
+    return starts
+
+
+def edit_file(path: str, old: str, new: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Replace one exact occurrence of `old` with `new` in a text file inside your room.
+
+    `old` must match the file's text exactly once (whitespace and line breaks included); with 0
+    or several matches nothing is changed and the error says how many and where. Result: {path,
+    replaced, line, written} — `line` is the 1-based line where the replacement starts, `written`
+    the new file size in bytes.
+
+    Args:
+        path: File path, relative to the room.
+        old: The exact text to replace (must occur exactly once).
+        new: The replacement text.
+
+    Raises:
+        E_INVALID_ARGS (0 or several matches, empty `old`, not UTF-8), E_PATH_NOT_FOUND,
+        E_OUTSIDE_WRITE_DOMAIN.
+    """
+    action = "edit file"
+    real = ctx.resolve_write(path, action)
+    if not real.exists():
+        raise _not_found(ctx, path, real, action)
+    if real.is_dir():
+        raise invalid_args(action, repr(path), "this is a directory; give a file path inside it")
+    if old == "":
+        raise invalid_args(action, "argument `old`", "`old` is empty; give the exact text to replace")
+    raw = real.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid_args(
+            action, repr(path), f"the file is not UTF-8 text (byte {exc.start}); rewrite it with write_file"
+        ) from None
+    starts = _match_starts(text, old)
+    if len(starts) != 1:
+        lines = text.splitlines()
+        if starts:
+            where = [text.count("\n", 0, s) + 1 for s in starts]
+            nearby = tuple(f"line {n}: {lines[n - 1].strip()[:120]}" for n in where[:5])
+            shown = ", ".join(str(n) for n in where[:10]) + (", …" if len(where) > 10 else "")
+            recovery = (
+                f"`old` matches {len(starts)} times (at lines {shown}); include more of the surrounding "
+                "text in `old` so it matches exactly once"
+            )
+        else:
+            probe = next((ln.strip() for ln in old.splitlines() if ln.strip()), old.strip())
+            stripped = [ln.strip() for ln in lines]
+            close = difflib.get_close_matches(probe, stripped, n=3, cutoff=0.5)
+            nearby = tuple(f"line {stripped.index(c) + 1}: {c[:120]}" for c in close)
+            recovery = "`old` matches 0 times; copy the exact text (whitespace included) from read_file" + (
+                " — the closest lines are listed in nearby" if nearby else ""
+            )
+        raise RunfoldError(
+            ErrorCode.INVALID_ARGS, action, f"argument `old` in {path!r}", recovery, nearby=nearby
+        )
+    at = starts[0]
+    updated = text[:at] + new + text[at + len(old) :]
+    data = _encode_text(updated, "new", action, path)
+    _write_atomically(real, data)
+    return {
+        "path": ctx.display(real),
+        "replaced": 1,
+        "line": text.count("\n", 0, at) + 1,
+        "written": len(data),
+    }
+
+
+# ---- list_dir / search ------------------------------------------------------------------
+
+
+def _entry(e: os.DirEntry[str]) -> dict[str, Any]:
+    if e.is_symlink():
+        return {"name": e.name, "type": "symlink"}
+    if e.is_dir(follow_symlinks=False):
+        return {"name": e.name, "type": "dir"}
+    if e.is_file(follow_symlinks=False):
+        return {"name": e.name, "type": "file", "bytes": e.stat(follow_symlinks=False).st_size}
+    return {"name": e.name, "type": "other"}
+
+
+def list_dir(path: str = ".", *, ctx: ToolContext) -> dict[str, Any]:
+    """List a directory of the workspace (default: your room), sorted by name.
+
+    Result: {path, entries, total, truncated} — each entry is {name, type} with type `file`,
+    `dir`, `symlink` or `other`, and `bytes` for files; `.runfold` is never listed; at most 1000
+    entries by default (`truncated` says when more exist, `total` counts them all).
+
+    Args:
+        path: Directory path, relative to the room (default: the room itself).
+
+    Raises:
+        E_PATH_NOT_FOUND, E_INVALID_ARGS (a file), E_GATE_DENIED (outside the workspace or .runfold).
+    """
+    action = "list directory"
+    real = ctx.resolve_read(path, action)
+    if not real.exists():
+        raise _not_found(ctx, path, real, action)
+    if not real.is_dir():
+        raise invalid_args(action, repr(path), "this is a file; read it with read_file")
+    with os.scandir(real) as it:
+        found = sorted((e for e in it if e.name.casefold() != ".runfold"), key=lambda e: e.name)
+    cap = ctx.list_max_entries
+    return {
+        "path": ctx.display(real),
+        "entries": [_entry(e) for e in found[:cap]],
+        "total": len(found),
+        "truncated": len(found) > cap,
+    }
+
+
+def _walk(ctx: ToolContext, root: Path) -> Iterable[Path]:
+    if root.is_file():
+        yield root
+        return
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d.casefold() != ".runfold")
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def search(pattern: str, path: str = ".", regex: bool = False, *, ctx: ToolContext) -> dict[str, Any]:
+    """Search the text files under a directory (default: your room) for lines containing a pattern.
+
+    Case-sensitive; a plain substring unless `regex` is true (Python `re` syntax). Files are visited
+    in sorted order; binary files, files over 8 MiB, `.runfold` and symlinks leading out of the
+    workspace are skipped. Result: {matches, files_searched, skipped, truncated} — each match is
+    {path, line, text} (1-based line, text cut at 300 characters); at most 100 matches by default,
+    `truncated` says when more exist.
+
+    Args:
+        pattern: Text (or regular expression with regex=true) to find within a line.
+        path: File or directory to search, relative to the room.
+        regex: Treat the pattern as a regular expression.
+
+    Raises:
+        E_INVALID_ARGS (empty pattern, bad regular expression), E_PATH_NOT_FOUND, E_GATE_DENIED.
+    """
+    action = "search"
+    if pattern == "":
+        raise invalid_args(action, "argument `pattern`", "`pattern` is empty; give the text to look for")
+    compiled: re.Pattern[str] | None = None
+    if regex:
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise invalid_args(
+                action,
+                "argument `pattern`",
+                f"the regular expression is invalid ({exc}); fix it or search with regex=false",
+            ) from None
+    real = ctx.resolve_read(path, action)
+    if not real.exists():
+        raise _not_found(ctx, path, real, action)
+    cap = ctx.search_max_results
+    matches: list[dict[str, Any]] = []
+    searched = skipped = 0
+    truncated = False
+    for file in _walk(ctx, real):
+        if truncated:
+            break
+        try:
+            if file.is_symlink() and not ctx.is_readable(Path(os.path.realpath(file))):
+                skipped += 1
+                continue
+            if not file.is_file() or file.stat().st_size > SEARCH_MAX_FILE_BYTES:
+                skipped += 1
+                continue
+            raw = file.read_bytes()
+        except OSError:
+            skipped += 1
+            continue
+        if _is_binary(raw):
+            skipped += 1
+            continue
+        searched += 1
+        shown = ctx.display(file)
+        for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
+            hit = compiled.search(line) is not None if compiled is not None else pattern in line
+            if not hit:
+                continue
+            if len(matches) >= cap:
+                truncated = True
+                break
+            matches.append({"path": shown, "line": number, "text": line[:SEARCH_LINE_CHARS]})
+    return {"matches": matches, "files_searched": searched, "skipped": skipped, "truncated": truncated}
+
+
+# ---- exec -------------------------------------------------------------------------------
+
+
+class _Capture:
+    """Keeps the first and last halves of a stream within `cap` bytes and counts all bytes."""
+
+    def __init__(self, cap: int) -> None:
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.tail_cap:
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    async def drain(self, stream: asyncio.StreamReader | None) -> None:
+        if stream is None:
+            return
+        while chunk := await stream.read(65536):
+            self.feed(chunk)
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.head_cap + self.tail_cap
+
+    def text(self) -> str:
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+        tail = bytes(self.tail[-self.tail_cap :])
+        omitted = self.total - len(self.head) - len(tail)
+        return (
+            bytes(self.head).decode("utf-8", errors="replace")
+            + f"\n…[{omitted} bytes omitted]…\n"
+            + tail.decode("utf-8", errors="replace")
+        )
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Wait until the shell itself exited. `proc.wait()` would also wait for every process still
+    holding its pipes (a `cmd &` left behind), so the exit status is polled instead (≤ 50 ms)."""
+    delay = 0.002
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def exec_command(
+    command: str,
+    timeout_s: Annotated[int, Field(ge=1, le=600)] = 30,
+    *,
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """Run a shell command (`/bin/sh -c`) in your room directory and return its exit code and output.
+
+    No stdin; the environment is this machine's without secrets (variables whose names hold KEY,
+    TOKEN, SECRET, PASSWORD or CREDENTIAL are removed). Each of stdout and stderr is capped (32 KiB
+    by default): a longer stream keeps its head and tail with a `…[N bytes omitted]…` marker.
+    Processes the command leaves behind are killed when it ends. Result: {exit_code, stdout,
+    stderr, took_ms, truncated, stdout_bytes, stderr_bytes}. A command still running after
+    timeout_s is killed (with all its child processes) and the call fails with E_TIMEOUT, whose
+    `detail` holds the partial output in the same shape.
+
+    Args:
+        command: The shell command line.
+        timeout_s: Seconds before the command is killed (1-600).
+
+    Raises:
+        E_TIMEOUT (partial output in `detail`), E_INVALID_ARGS (an empty command).
+    """
+    if not command.strip():
+        raise invalid_args("run command", "argument `command`", "`command` is empty; give a shell command")
+    limit = min(timeout_s, ctx.exec_max_timeout_s)
+    cwd = ctx.ensure_room()
+    out, err = _Capture(ctx.exec_output_max_bytes), _Capture(ctx.exec_output_max_bytes)
+    started = time.monotonic_ns()
+    proc = await asyncio.create_subprocess_shell(
+        command,
+        cwd=cwd,
+        env=ctx.exec_env(),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    readers = [asyncio.create_task(out.drain(proc.stdout)), asyncio.create_task(err.drain(proc.stderr))]
+    timed_out = False
+    try:
+        try:
+            await asyncio.wait_for(_exited(proc), limit)
+        except TimeoutError:
+            timed_out = True
+        _kill_group(proc.pid)  # on timeout: the command; after exit: what it left running
+        _done, pending = await asyncio.wait([*readers, asyncio.create_task(proc.wait())], timeout=2)
+        for task in pending:  # a process that left the group still holds the pipe
+            task.cancel()
+    except BaseException:  # cancelled mid-run: kill everything, then let the cancel through
+        _kill_group(proc.pid)
+        for task in readers:
+            task.cancel()
+        raise
+    took_ms = (time.monotonic_ns() - started) // 1_000_000
+    result: dict[str, Any] = {
+        "exit_code": proc.returncode if proc.returncode is not None else -1,
+        "stdout": out.text(),
+        "stderr": err.text(),
+        "took_ms": took_ms,
+        "truncated": out.truncated or err.truncated,
+        "stdout_bytes": out.total,
+        "stderr_bytes": err.total,
+    }
+    if timed_out:
+        raise ToolError(
+            ErrorCode.TIMEOUT,
+            f"run command (killed after {limit} s)",
+            repr(command[:200]),
+            "make the command finish sooner (less input, fewer steps) or give a larger timeout_s; "
+            "its partial output is in detail",
+            retry=Retry.UNKNOWN,
+            detail=result,
+        )
+    return result
+
+
+# ---- the set ----------------------------------------------------------------------------
+
+READ_FILE = Tool.from_function(read_file, effect="read", subject="path")
+WRITE_FILE = Tool.from_function(write_file, effect="write", subject="path")
+EDIT_FILE = Tool.from_function(edit_file, effect="write", subject="path")
+LIST_DIR = Tool.from_function(list_dir, effect="read", subject="path")
+SEARCH = Tool.from_function(search, effect="read", subject="pattern")
+EXEC = Tool.from_function(exec_command, name="exec", effect="write", subject="command", times_itself=True)
+
+BUILTIN_TOOLS: tuple[Tool, ...] = (READ_FILE, WRITE_FILE, EDIT_FILE, LIST_DIR, SEARCH, EXEC)
+BUILTIN_NAMES: tuple[str, ...] = tuple(t.name for t in BUILTIN_TOOLS)
+"""`read_file`, `write_file`, `edit_file`, `list_dir`, `search`, `exec`."""
+
+
+def builtin_registry(names: Iterable[str] | None = None) -> ToolRegistry:
+    """A registry holding the named built-ins in the order given (default: all, in BUILTIN_NAMES
+    order). Unknown names raise `E_TOOL_UNKNOWN` with the closest built-in names."""
+    every = ToolRegistry(BUILTIN_TOOLS)
+    return every if names is None else every.subset(names)

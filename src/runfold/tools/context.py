@@ -1,0 +1,276 @@
+"""What a tool call may touch: the run's workspace, its room, and the write domain (DESIGN.md §9).
+
+A run writes only inside its room and never into `.runfold`; it reads anywhere inside the
+workspace except `.runfold`. Every path a model gives is relative to the room (the directory
+`exec` runs in). A refusal is a `RunfoldError` with a three-part `Gate` (rule, violation, an
+alternative that works), which the run loop turns into a `tool_result` error; it never ends a turn.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runfold.core.address import RESERVED_SEGMENT, is_reserved, parse_address
+from runfold.core.errors import ErrorCode, Gate, RunfoldError, invalid_args
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+SECRET_NAME_PARTS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+"""An environment variable whose upper-cased name contains one of these is never passed to `exec`."""
+SECRET_NAMES: frozenset[str] = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "MISTRAL_API_KEY",
+        "GROQ_API_KEY",
+        "HF_TOKEN",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GITHUB_PAT",
+        "GH_PAT",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AZURE_OPENAI_API_KEY",
+        "SSH_AUTH_SOCK",
+        "DATABASE_URL",
+        "PGPASSWORD",
+        "NETRC",
+    }
+)
+"""Named secrets dropped even when their name matches no part of SECRET_NAME_PARTS."""
+
+
+def is_secret_name(name: str) -> bool:
+    """True when an environment variable of this name is treated as one of the user's secrets."""
+    upper = name.upper()
+    return upper in SECRET_NAMES or any(part in upper for part in SECRET_NAME_PARTS)
+
+
+def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `env` without the user's secrets (see `is_secret_name`); PATH, HOME, LANG, TERM
+    and every other variable are kept."""
+    return {k: v for k, v in env.items() if not is_secret_name(k)}
+
+
+def _posix(path: Path | str) -> str:
+    return Path(path).as_posix()
+
+
+def _is_reserved_segment(segment: str) -> bool:
+    return segment.casefold() == RESERVED_SEGMENT
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Everything a tool call may depend on besides its arguments.
+
+    - `workspace`: the workspace directory (made absolute; the ledger lives in `.runfold/` below it);
+    - `room`: the run's address (its write domain), or None for a run working at the workspace
+      root (it may then write anywhere in the workspace except `.runfold`);
+    - `run_id`: the run the calls belong to;
+    - `env`: extra variables for `exec`, set after the parent environment was scrubbed of secrets;
+      `base_env`: the environment to scrub (None = this process's `os.environ`, read per call);
+    - `tool_timeout_s`: the ceiling in seconds for one call of a tool that does not time itself;
+      `exec_max_timeout_s`: the most an `exec` call may run, whatever its `timeout_s` asks;
+    - caps, in bytes or counts: `read_max_bytes` (read_file content), `exec_output_max_bytes`
+      (per stream, head + tail), `search_max_results`, `list_max_entries`.
+
+    Raises `E_INVALID_ARGS` when `room` is not an address (DESIGN.md §9) or is reserved.
+    """
+
+    workspace: Path
+    room: str | None
+    run_id: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    base_env: Mapping[str, str] | None = None
+    tool_timeout_s: int = 120
+    exec_max_timeout_s: int = 600
+    read_max_bytes: int = 64 * 1024
+    exec_output_max_bytes: int = 32 * 1024
+    search_max_results: int = 100
+    list_max_entries: int = 1000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "workspace", Path(os.path.abspath(self.workspace)))
+        if self.room is not None:
+            parse_address(self.room)
+            if is_reserved(self.room):
+                raise invalid_args(
+                    "use room",
+                    repr(self.room),
+                    "choose a room outside .runfold, e.g. `work`",
+                )
+
+    # ---- places -------------------------------------------------------------------------
+
+    @property
+    def room_dir(self) -> Path:
+        """The room's directory (lexical, absolute); the workspace itself when `room` is None."""
+        return self.workspace.joinpath(*self.room.split("/")) if self.room else self.workspace
+
+    @property
+    def real_workspace(self) -> Path:
+        return Path(os.path.realpath(self.workspace))
+
+    @property
+    def real_room(self) -> Path:
+        return Path(os.path.realpath(self.room_dir))
+
+    @property
+    def room_label(self) -> str:
+        """How errors name the room: `lab/room1`, or `the workspace root`."""
+        return f"`{self.room}`" if self.room else "the workspace root"
+
+    def ensure_room(self) -> Path:
+        """Create the room directory if missing and return it (it is inside the write domain)."""
+        self.room_dir.mkdir(parents=True, exist_ok=True)
+        return self.room_dir
+
+    def display(self, real: Path) -> str:
+        """A resolved path as the model should write it: relative to the room, `/`-separated
+        (`../x` for a place elsewhere in the workspace, `.` for the room itself)."""
+        return _posix(os.path.relpath(real, self.real_room))
+
+    def exec_env(self) -> dict[str, str]:
+        """The environment of an `exec` command: the base environment without secrets, then `env`."""
+        base = os.environ if self.base_env is None else self.base_env
+        out = scrub_env(base)
+        out.update(self.env)
+        return out
+
+    # ---- the write domain ---------------------------------------------------------------
+
+    def _write_rule(self) -> str:
+        return f"a run writes only inside its room {self.room_label}, never into .runfold"
+
+    def _refuse_write(self, path: str, violation: str, name: str, action: str) -> RunfoldError:
+        alt = self._alternative(name)
+        where = f"{self.room}/{alt}" if self.room else alt
+        return RunfoldError(
+            ErrorCode.OUTSIDE_WRITE_DOMAIN,
+            action,
+            repr(path),
+            f"write `{alt}` instead (room-relative; `{where}` in the workspace)",
+            nearby=(alt,),
+            gate=Gate(
+                rule=self._write_rule(),
+                violation=violation,
+                alternative=f"write `{alt}`, which lands in {self.room_label} as `{where}`",
+            ),
+        )
+
+    def _alternative(self, name: str) -> str:
+        base = name if name and name not in (".", "..") and not _is_reserved_segment(name) else "output.txt"
+        for candidate in (base, f"new-{base}", f"new-{base}.txt"):
+            if isinstance(self._check_write(candidate), Path):
+                return candidate
+        return base
+
+    def resolve_write(self, path: str, action: str = "write file") -> Path:
+        """The real path a write to `path` (room-relative) lands on, after checking the write domain.
+
+        Refused with `E_OUTSIDE_WRITE_DOMAIN` and a Gate when `path` is absolute, uses `..`, has a
+        `.runfold` segment, or resolves (through symlinks) outside the room or into `.runfold`;
+        `E_INVALID_ARGS` when it is empty, names the room itself, or contains a NUL byte.
+        """
+        checked = self._check_write(path)
+        if isinstance(checked, Path):
+            return checked
+        kind, message = checked
+        if kind == "invalid":
+            raise invalid_args(action, repr(path), message)
+        name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        raise self._refuse_write(path, message, name, action)
+
+    def _check_write(self, path: str) -> Path | tuple[str, str]:
+        """The real target, or (`invalid` | `outside`, what is wrong)."""
+        if "\x00" in path:
+            return "invalid", "remove the NUL byte from the path"
+        if path.startswith(("/", "\\", "~")) or _DRIVE.match(path):
+            return "outside", f"`{path}` is an absolute path"
+        segments = [s for s in path.split("/") if s not in ("", ".")]
+        if ".." in segments:
+            return "outside", f"`{path}` climbs out with `..`"
+        if any(_is_reserved_segment(s) for s in segments):
+            return "outside", f"`{path}` reaches into the reserved .runfold directory"
+        if not segments:
+            return "invalid", "give a file path inside the room, e.g. `notes.md`"
+        real_ws, real_room = self.real_workspace, self.real_room
+        real = Path(os.path.realpath(self.room_dir.joinpath(*segments)))
+        if not real.is_relative_to(real_ws):
+            return "outside", f"`{path}` follows a symlink to `{real}`, outside the workspace"
+        inside_ws = real.relative_to(real_ws)
+        if not real.is_relative_to(real_room) or not real_room.is_relative_to(real_ws):
+            return (
+                "outside",
+                f"`{path}` resolves to `{_posix(inside_ws)}` (through a symlink), outside the room",
+            )
+        if any(_is_reserved_segment(s) for s in inside_ws.parts):
+            return "outside", f"`{path}` resolves into the reserved .runfold directory"
+        if real == real_room:
+            return "invalid", "give a file path inside the room, e.g. `notes.md`"
+        return real
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def _refuse_read(self, path: str, violation: str, alternative: str, action: str) -> RunfoldError:
+        return RunfoldError(
+            ErrorCode.GATE_DENIED,
+            action,
+            repr(path),
+            f"read `{alternative}` or another path inside the workspace instead",
+            nearby=(alternative,),
+            gate=Gate(
+                rule="a run reads only inside its workspace, never inside .runfold",
+                violation=violation,
+                alternative=f"read `{alternative}` (paths are relative to the room {self.room_label})",
+            ),
+        )
+
+    def resolve_read(self, path: str, action: str = "read path") -> Path:
+        """The real path a read of `path` (room-relative; `..` may climb up to the workspace root)
+        refers to. The path need not exist.
+
+        Refused with `E_GATE_DENIED` and a Gate when it is absolute (the alternative is its
+        room-relative spelling when it lies inside the workspace), resolves outside the workspace,
+        or touches `.runfold`; `E_INVALID_ARGS` for a NUL byte.
+        """
+        if "\x00" in path:
+            raise invalid_args(action, repr(path), "remove the NUL byte from the path")
+        real_ws = self.real_workspace
+        if path.startswith(("/", "\\", "~")) or _DRIVE.match(path):
+            alt = "."
+            absolute = Path(os.path.realpath(path)) if path.startswith("/") else None
+            if absolute is not None and absolute.is_relative_to(real_ws):
+                alt = self.display(absolute)
+            raise self._refuse_read(path, f"`{path}` is an absolute path", alt, action)
+        segments = [s for s in path.split("/") if s not in ("", ".")]
+        if any(_is_reserved_segment(s) for s in segments):
+            raise self._refuse_read(
+                path, f"`{path}` reaches into the reserved .runfold directory", ".", action
+            )
+        real = Path(os.path.realpath(self.room_dir.joinpath(*segments)))
+        if not real.is_relative_to(real_ws):
+            raise self._refuse_read(
+                path, f"`{path}` resolves to `{real}`, outside the workspace", ".", action
+            )
+        if any(_is_reserved_segment(s) for s in real.relative_to(real_ws).parts):
+            raise self._refuse_read(
+                path, f"`{path}` resolves into the reserved .runfold directory", ".", action
+            )
+        return real
+
+    def is_readable(self, real: Path) -> bool:
+        """True when an already resolved path lies inside the workspace and outside `.runfold`."""
+        real_ws = self.real_workspace
+        if not real.is_relative_to(real_ws):
+            return False
+        return not any(_is_reserved_segment(s) for s in real.relative_to(real_ws).parts)

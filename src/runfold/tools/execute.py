@@ -1,0 +1,344 @@
+"""Executing one wave of tool calls (DESIGN.md §5 step 6, §9).
+
+Consecutive read-only calls run concurrently; a writing call runs alone, after every earlier
+call has finished and after the `before_write` hook (where the run loop makes the ledger durable
+up to that call's `tool_called`). Outcomes come back in call order, so the lines the loop writes
+equal a serial run. Every call ends with exactly one result or error object, even when it is
+unknown, times out, raises or is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from runfold.core.canonical import Json, content_hash, encode_json
+from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
+from runfold.core.payloads import ToolCalled, ToolResult
+from runfold.tools.context import ToolContext
+from runfold.tools.registry import Tool, ToolRegistry
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One call the model asked for: its `id` (the `tool_use` id), the tool `name`, and the
+    arguments as the model's original JSON text (kept verbatim for the ledger, DESIGN.md §3)."""
+
+    id: str
+    name: str
+    args_json: str
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The answer to one call: exactly one of `result` (a float-free object) or `error` (a §11
+    error object); `took_us` is the call's wall time in µs; `cached` is True when the answer came
+    from the `DuplicateCallCache` instead of running the tool."""
+
+    id: str
+    name: str
+    result: dict[str, Json] | None
+    error: dict[str, Json] | None
+    took_us: int
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_payload(self) -> ToolResult:
+        """The `tool_result` payload for this outcome."""
+        data: dict[str, Json] = {"tool_use_id": self.id, "name": self.name, "took_us": self.took_us}
+        data["result" if self.error is None else "error"] = self.result if self.error is None else self.error
+        return ToolResult.from_data(data)
+
+
+def tool_called_payload(call: ToolCallRequest, registry: ToolRegistry) -> ToolCalled:
+    """The `tool_called` payload of a call: `args` is the model's original JSON text (a string);
+    `effect` and `subject` are filled when the tool is known and its arguments parse."""
+    found = registry.get(call.name)
+    subject: str | None = None
+    if found is not None:
+        try:
+            subject = found.subject_of(orjson.loads(call.args_json or "{}"))
+        except (orjson.JSONDecodeError, AttributeError):
+            subject = None
+    data: dict[str, Json] = {"id": call.id, "name": call.name, "args": call.args_json}
+    if subject is not None:
+        data["subject"] = subject
+    if found is not None:
+        data["effect"] = found.effect
+    return ToolCalled.from_data(data)
+
+
+def canonical_args(args_json: str) -> str:
+    """The arguments' identity for duplicate detection: BLAKE3 of their canonical JSON (sorted
+    keys, compact) when they parse, else of the raw text."""
+    try:
+        value = orjson.loads(args_json.strip() or "{}")
+        return content_hash(encode_json(value))
+    except (orjson.JSONDecodeError, TypeError):
+        return content_hash(args_json.encode("utf-8", errors="surrogatepass"))
+
+
+@dataclass
+class DuplicateCallCache:
+    """First answers by per-run position (DESIGN.md §9: duplicate calls return the first answer).
+
+    The *per-run position* of a call is its 0-based index among all tool calls of the run in call
+    order — every `tool_called` of the run counts, those of earlier waves and those the run
+    inherited from its mother (a fork's inherited calls keep their positions), whatever their
+    outcome. A call whose position, tool name and canonical arguments equal a remembered call's
+    gets that call's answer (result or error) without running the tool. Within one live run
+    positions never repeat, so the cache answers only when a run is re-executed over calls that
+    already have answers (after resume, a fork cut inside a wave, a continue): the runtime seeds it
+    with `remember` from the ledger's `tool_called`/`tool_result` pairs, and the re-issued call
+    gets the same answer instead of acting twice.
+    """
+
+    _answers: dict[tuple[int, str, str], tuple[dict[str, Json] | None, dict[str, Json] | None]] = field(
+        default_factory=dict
+    )
+
+    def remember(
+        self,
+        position: int,
+        name: str,
+        args_json: str,
+        result: dict[str, Json] | None,
+        error: dict[str, Json] | None,
+    ) -> None:
+        """Record the answer of the call at `position`; the first answer for a key wins."""
+        self._answers.setdefault((position, name, canonical_args(args_json)), (result, error))
+
+    def lookup(
+        self, position: int, name: str, args_json: str
+    ) -> tuple[dict[str, Json] | None, dict[str, Json] | None] | None:
+        """The remembered `(result, error)` for this call, or None."""
+        return self._answers.get((position, name, canonical_args(args_json)))
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+
+BeforeWrite = Callable[[ToolCallRequest, Sequence[ToolOutcome]], Awaitable[None]]
+"""`await before_write(call, earlier)`: called before a writing tool acts; `earlier` holds the
+outcomes of every earlier call of the wave, in call order (all finished by then)."""
+
+
+class WaveCancelled(asyncio.CancelledError):
+    """The wave was cancelled from outside. `outcomes` still answers every call in call order:
+    calls that were running are `E_TOOL_OUTCOME_UNKNOWN`, calls that never started are
+    `E_GATE_DENIED` (they did not act). Being a CancelledError, it cancels the caller if not caught."""
+
+    def __init__(self, outcomes: list[ToolOutcome]) -> None:
+        super().__init__("tool wave cancelled")
+        self.outcomes = outcomes
+
+
+def _us_since(start_ns: int) -> int:
+    return (time.perf_counter_ns() - start_ns) // 1000
+
+
+def _outcome_unknown(call: ToolCallRequest, why: str, took_us: int) -> ToolOutcome:
+    err = RunfoldError(
+        ErrorCode.TOOL_OUTCOME_UNKNOWN,
+        f"finish tool call `{call.name}` ({why})",
+        f"call {call.id}",
+        "the tool may or may not have acted; check before retrying",
+        retry=Retry.UNKNOWN,
+    )
+    return ToolOutcome(call.id, call.name, None, err.to_data(), took_us)
+
+
+def _not_started(call: ToolCallRequest) -> ToolOutcome:
+    err = RunfoldError(
+        ErrorCode.GATE_DENIED,
+        f"start tool call `{call.name}`",
+        f"call {call.id}",
+        "the run was cancelled before this call started; call it again in a new run if still needed",
+        retry=Retry.YES,
+        gate=Gate(
+            rule="a cancelled run starts no new tool calls",
+            violation=f"call {call.id} was still waiting when the run was cancelled",
+            alternative="continue or fork the run and call the tool again there",
+        ),
+    )
+    return ToolOutcome(call.id, call.name, None, err.to_data(), 0)
+
+
+def _error_of(call: ToolCallRequest, tool: Tool, exc: BaseException) -> RunfoldError:
+    """The §11 error for an exception a tool raised (not a RunfoldError)."""
+    if isinstance(exc, FileNotFoundError):
+        return RunfoldError(
+            ErrorCode.PATH_NOT_FOUND,
+            f"run tool `{call.name}`",
+            repr(exc.filename) if exc.filename else f"call {call.id}",
+            "the path does not exist; check it and call again",
+        )
+    if isinstance(exc, ValueError):
+        return RunfoldError(
+            ErrorCode.INVALID_ARGS,
+            f"run tool `{call.name}`",
+            f"call {call.id}",
+            f"the tool refused its arguments ({type(exc).__name__}: {exc}); change them and call again",
+        )
+    acted = (
+        "it may have acted before failing; check before retrying"
+        if tool.effect == "write"
+        else ("change the arguments or try another way")
+    )
+    return RunfoldError(
+        ErrorCode.TOOL_OUTCOME_UNKNOWN,
+        f"run tool `{call.name}` (it raised {type(exc).__name__}: {str(exc)[:300]})",
+        f"call {call.id}",
+        acted,
+        retry=Retry.UNKNOWN,
+    )
+
+
+@dataclass
+class _Prepared:
+    call: ToolCallRequest
+    tool: Tool | None
+    args: dict[str, Any] | None
+    done: ToolOutcome | None  # answered without running (unknown tool, bad args, cached)
+
+    @property
+    def writes(self) -> bool:
+        return self.done is None and self.tool is not None and self.tool.effect == "write"
+
+
+def _prepare(
+    call: ToolCallRequest, position: int, registry: ToolRegistry, cache: DuplicateCallCache | None
+) -> _Prepared:
+    start = time.perf_counter_ns()
+    if cache is not None:
+        hit = cache.lookup(position, call.name, call.args_json)
+        if hit is not None:
+            return _Prepared(
+                call,
+                None,
+                None,
+                ToolOutcome(call.id, call.name, hit[0], hit[1], _us_since(start), cached=True),
+            )
+    try:
+        found = registry.require(call.name)
+        args = found.parse_args(call.args_json)
+    except RunfoldError as err:
+        return _Prepared(
+            call, None, None, ToolOutcome(call.id, call.name, None, err.to_data(), _us_since(start))
+        )
+    return _Prepared(call, found, args, None)
+
+
+async def _run_one(prep: _Prepared, ctx: ToolContext) -> ToolOutcome:
+    """Run one prepared call to its outcome. Raises only CancelledError, and only when the
+    surrounding task is being cancelled; a tool that raises CancelledError on its own is
+    answered with E_TOOL_OUTCOME_UNKNOWN."""
+    call, found, args = prep.call, prep.tool, prep.args
+    assert found is not None and args is not None
+    start = time.perf_counter_ns()
+    limit = None if found.times_itself else ctx.tool_timeout_s
+    try:
+        result = await asyncio.wait_for(found.invoke(args, ctx), limit)
+    except RunfoldError as err:
+        return ToolOutcome(call.id, call.name, None, err.to_data(), _us_since(start))
+    except TimeoutError:
+        late = RunfoldError(
+            ErrorCode.TIMEOUT,
+            f"run tool `{call.name}` (no answer after {limit} s)",
+            f"call {call.id}",
+            "the tool may still be acting; check before retrying, or ask for less work per call",
+            retry=Retry.UNKNOWN,
+        )
+        return ToolOutcome(call.id, call.name, None, late.to_data(), _us_since(start))
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        return _outcome_unknown(call, "the tool was cancelled mid-execution", _us_since(start))
+    except Exception as exc:
+        return ToolOutcome(call.id, call.name, None, _error_of(call, found, exc).to_data(), _us_since(start))
+    return ToolOutcome(call.id, call.name, result, None, _us_since(start))
+
+
+async def execute_wave(
+    calls: Sequence[ToolCallRequest],
+    registry: ToolRegistry,
+    ctx: ToolContext,
+    *,
+    first_position: int = 0,
+    cache: DuplicateCallCache | None = None,
+    before_write: BeforeWrite | None = None,
+) -> list[ToolOutcome]:
+    """Execute one wave and return one outcome per call, in call order.
+
+    - Unknown tools answer `E_TOOL_UNKNOWN` (with the closest names), arguments that are not JSON
+      or do not match the schema answer `E_INVALID_ARGS` naming the field; neither runs anything.
+    - `first_position` is the per-run position of `calls[0]` (the number of tool calls the run
+      made before this wave); with a `cache`, a call whose position, name and arguments were
+      answered before gets that answer without running (see `DuplicateCallCache`). The cache is
+      not updated here: the caller remembers outcomes once they are durable.
+    - Runs of consecutive `read` calls execute concurrently (sync tools in worker threads); a
+      `write` call executes alone, after all earlier calls finished and after
+      `await before_write(call, earlier_outcomes)`. An exception from `before_write` propagates
+      (no call is running at that moment).
+    - A tool that raises answers `E_PATH_NOT_FOUND` (FileNotFoundError), `E_INVALID_ARGS`
+      (ValueError) or `E_TOOL_OUTCOME_UNKNOWN` (anything else); one that exceeds
+      `ctx.tool_timeout_s` answers `E_TIMEOUT` (a sync tool's thread cannot be stopped and may
+      finish later); one cancelled on its own answers `E_TOOL_OUTCOME_UNKNOWN`.
+    - When the wave itself is cancelled, `WaveCancelled` (a CancelledError) is raised carrying an
+      outcome for every call (see there).
+    """
+    prepared = [_prepare(c, first_position + i, registry, cache) for i, c in enumerate(calls)]
+    outcomes: list[ToolOutcome | None] = [p.done for p in prepared]
+    running: dict[int, asyncio.Task[ToolOutcome]] = {}
+
+    def earlier(index: int) -> list[ToolOutcome]:
+        return [o for o in outcomes[:index] if o is not None]  # all answered by then
+
+    i = 0
+    try:
+        while i < len(prepared):
+            if prepared[i].done is not None:
+                i += 1
+                continue
+            if prepared[i].writes:
+                if before_write is not None:
+                    await before_write(prepared[i].call, earlier(i))
+                running = {i: asyncio.create_task(_run_one(prepared[i], ctx))}
+                outcomes[i] = await running[i]
+                running = {}
+                i += 1
+                continue
+            group: list[int] = []
+            while i < len(prepared) and not prepared[i].writes:
+                if prepared[i].done is None:
+                    group.append(i)
+                i += 1
+            running = {j: asyncio.create_task(_run_one(prepared[j], ctx)) for j in group}
+            results = await asyncio.gather(*running.values())
+            for j, outcome in zip(group, results, strict=True):
+                outcomes[j] = outcome
+            running = {}
+    except asyncio.CancelledError:
+        for task in running.values():
+            task.cancel()
+        if running:
+            await asyncio.wait(running.values())
+        for j, task in running.items():
+            if task.done() and not task.cancelled() and task.exception() is None:
+                outcomes[j] = task.result()
+            else:
+                outcomes[j] = _outcome_unknown(prepared[j].call, "the run was cancelled mid-execution", 0)
+        complete = [
+            o if o is not None else _not_started(p.call) for o, p in zip(outcomes, prepared, strict=True)
+        ]
+        raise WaveCancelled(complete) from None
+    return [o for o in outcomes if o is not None]
