@@ -249,3 +249,12 @@ def test_exec_output_is_capped_head_and_tail(ctx: ToolContext) -> None:
     assert out["stdout"].startswith("HEAD") and out["stdout"].endswith("TAIL")
     assert "…[4908 bytes omitted]…" in out["stdout"]
     assert fails(EXEC, ctx, command="   ").code is ErrorCode.INVALID_ARGS
+
+
+def test_special_files_and_blocked_parents_are_refused(ctx: ToolContext, room: Path) -> None:
+    os.mkfifo(room / "pipe")
+    assert "regular file" in fails(READ_FILE, ctx, path="pipe").recovery  # would block forever
+    (room / "plain").write_text("x")
+    err = fails(WRITE_FILE, ctx, path="plain/child.txt", content="y")
+    assert err.code is ErrorCode.INVALID_ARGS and "cannot be written there" in err.recovery
+    assert (room / "plain").read_text() == "x"

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from runfold.core.canonical import Envelope, encode_line
+from runfold.core.canonical import Envelope, chain_hash, encode_line
 from runfold.core.payloads import ToolResult
+from runfold.core.records import Record
 from runfold.tools import (
     DuplicateCallCache,
     ToolCallRequest,
@@ -322,3 +323,35 @@ def test_builtin_wave_and_line_payloads(ctx: ToolContext) -> None:
     payload = out[3].to_payload()
     assert isinstance(payload, ToolResult) and payload.result is None
     assert payload.error is not None and payload.error["gate"]["alternative"].startswith("write `escape.md`")
+
+
+def test_cache_seeded_from_ledger_records_answers_a_re_executed_wave(ctx: ToolContext) -> None:
+    ran: list[str] = []
+
+    def note(text: str) -> dict[str, int]:
+        """A write that records its runs."""
+        ran.append(text)
+        return {"runs": len(ran)}
+
+    reg = ToolRegistry()
+    reg.add(note, effect="write")
+    calls = [req(0, "note", text="a"), req(1, "note", text="b")]
+    out = asyncio.run(execute_wave(calls, reg, ctx))
+    records: list[Record] = []
+    prev = "0" * 64
+    for seq, (call, outcome) in enumerate(
+        (pair for c, o in zip(calls, out, strict=True) for pair in ((c, None), (c, o)))
+    ):
+        kind = "tool_called" if outcome is None else "tool_result"
+        data = (tool_called_payload(call, reg) if outcome is None else outcome.to_payload()).to_data()
+        env = Envelope(2, "0190a0b0-0000-7000-8000-000000000001", seq, prev, 0, "runtime", kind, data)
+        raw = encode_line(env)
+        records.append(Record(env, raw, chain_hash(raw)))
+        prev = chain_hash(raw)
+    cache = DuplicateCallCache()
+    assert cache.remember_records(records) == 2  # the next wave starts at position 2
+    again = asyncio.run(
+        execute_wave([req(9, "note", text="a"), req(10, "note", text="c")], reg, ctx, cache=cache)
+    )
+    assert [(o.cached, o.result) for o in again] == [(True, {"runs": 1}), (False, {"runs": 3})]
+    assert ran == ["a", "b", "c"]

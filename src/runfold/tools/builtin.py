@@ -64,9 +64,23 @@ def _is_binary(head: bytes) -> bool:
     return b"\x00" in head[:BINARY_SNIFF_BYTES]
 
 
-def _write_atomically(real: Path, data: bytes) -> None:
+def _write_atomically(real: Path, data: bytes, action: str, path: str) -> None:
     """Write `data` to `real` through a temporary file in the same directory and a rename, so a
-    crash leaves the old or the new content, never a mix; an existing file keeps its mode."""
+    crash leaves the old or the new content, never a mix; an existing file keeps its mode.
+
+    Raises `E_INVALID_ARGS` when a parent of the path is a file or the directory is not writable
+    (nothing was changed); other OS errors propagate."""
+    try:
+        _replace_file(real, data)
+    except (NotADirectoryError, FileExistsError, IsADirectoryError, PermissionError) as exc:
+        raise invalid_args(
+            action,
+            repr(path),
+            f"the file cannot be written there ({exc.strerror}); choose another path inside the room",
+        ) from None
+
+
+def _replace_file(real: Path, data: bytes) -> None:
     real.parent.mkdir(parents=True, exist_ok=True)
     tmp = real.parent / f".{real.name}.runfold-tmp-{os.getpid()}-{secrets.token_hex(4)}"
     try:
@@ -126,6 +140,10 @@ def read_file(
         raise _not_found(ctx, path, real, action)
     if real.is_dir():
         raise invalid_args(action, repr(path), "this is a directory; list it with list_dir")
+    if not real.is_file():
+        raise invalid_args(
+            action, repr(path), "this is not a regular file (a device, pipe or socket); read files only"
+        )
     if start_line is not None and end_line is not None and end_line < start_line:
         raise invalid_args(
             action,
@@ -204,11 +222,11 @@ def write_file(path: str, content: str, *, ctx: ToolContext) -> dict[str, Any]:
     """
     action = "write file"
     real = ctx.resolve_write(path, action)
-    if real.is_dir():
-        raise invalid_args(action, repr(path), "this is a directory; give a file path inside it")
+    if real.exists() and not real.is_file():
+        raise invalid_args(action, repr(path), "this is a directory or special file; give a file path")
     data = _encode_text(content, "content", action, path)
     created = not real.exists()
-    _write_atomically(real, data)
+    _write_atomically(real, data, action, path)
     return {"path": ctx.display(real), "written": len(data), "created": created}
 
 
@@ -242,8 +260,8 @@ def edit_file(path: str, old: str, new: str, *, ctx: ToolContext) -> dict[str, A
     real = ctx.resolve_write(path, action)
     if not real.exists():
         raise _not_found(ctx, path, real, action)
-    if real.is_dir():
-        raise invalid_args(action, repr(path), "this is a directory; give a file path inside it")
+    if not real.is_file():
+        raise invalid_args(action, repr(path), "this is not a regular file; give a file path inside the room")
     if old == "":
         raise invalid_args(action, "argument `old`", "`old` is empty; give the exact text to replace")
     raw = real.read_bytes()
@@ -278,7 +296,7 @@ def edit_file(path: str, old: str, new: str, *, ctx: ToolContext) -> dict[str, A
     at = starts[0]
     updated = text[:at] + new + text[at + len(old) :]
     data = _encode_text(updated, "new", action, path)
-    _write_atomically(real, data)
+    _write_atomically(real, data, action, path)
     return {
         "path": ctx.display(real),
         "replaced": 1,

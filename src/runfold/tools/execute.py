@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,9 @@ import orjson
 
 from runfold.core.canonical import Json, content_hash, encode_json
 from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
+from runfold.core.kinds import Kind
 from runfold.core.payloads import ToolCalled, ToolResult
+from runfold.core.records import Record
 from runfold.tools.context import ToolContext
 from runfold.tools.registry import Tool, ToolRegistry
 
@@ -124,6 +126,28 @@ class DuplicateCallCache:
 
     def __len__(self) -> int:
         return len(self._answers)
+
+    def remember_records(self, records: Iterable[Record], *, first_position: int = 0) -> int:
+        """Remember every answered call among `records` (ledger order), numbering `tool_called`
+        lines from `first_position`; unknown kinds are skipped. Returns the next position (the
+        `first_position` of the run's next wave). The caller picks the records: a run's own lines,
+        preceded by the calls it inherited when it is a fork."""
+        position = first_position
+        pending: dict[str, tuple[int, str, str]] = {}
+        for rec in records:
+            if not rec.known:
+                continue
+            if rec.kind is Kind.TOOL_CALLED:
+                called = rec.typed(ToolCalled)
+                args = called.args if isinstance(called.args, str) else encode_json(called.args).decode()
+                pending[called.id] = (position, called.name, args)
+                position += 1
+            elif rec.kind is Kind.TOOL_RESULT:
+                answered = rec.typed(ToolResult)
+                key = pending.pop(answered.tool_use_id, None)
+                if key is not None:
+                    self.remember(*key, answered.result, answered.error)
+        return position
 
 
 BeforeWrite = Callable[[ToolCallRequest, Sequence[ToolOutcome]], Awaitable[None]]
