@@ -1,10 +1,338 @@
-"""`runfold init`, `verify`, `log`, `show`: the ledger verbs."""
+"""`runfold init`, `verify`, `log`, `show`: the ledger verbs (issue 2, DESIGN.md §3).
+
+They are thin: each parses its options, calls `runfold.api`, and prints either a readable form
+(rich, colour only on a terminal) or, with `--json`, machine-readable JSON on stdout.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
 import typer
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.text import Text
+
+from runfold.api import VerifyReport, Workspace, verify
+from runfold.cli.common import (
+    EXIT_CODES_HELP,
+    JsonOption,
+    WorkspaceOption,
+    echo_json,
+    err_console,
+    out_console,
+    stderr_is_tty,
+    want_json,
+)
+from runfold.cli.summary import iso_ms, short_run, summarize
+from runfold.core.records import Record
+
+PROGRESS_MIN_BYTES = 8 * 1024 * 1024
+"""Ledgers smaller than this (bytes) verify without a progress bar."""
+
+
+# ---- init ---------------------------------------------------------------------------------
+
+
+def init_cmd(
+    ctx: typer.Context,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="Directory to make a workspace (created if missing). Default: the current directory.",
+            show_default=False,
+            metavar="DIR",
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Create a workspace: DIR/.runfold/ with a ledger whose first line is workspace_initialized.
+
+    Refuses a directory that already holds a workspace (nothing is changed).
+
+    \b
+    Example:
+      runfold init --workspace ./agents
+    """
+    as_json = want_json(ctx, json)
+    ws = Workspace.init(workspace if workspace is not None else Path.cwd())
+    first = ws.record_at(0)
+    ws.close()
+    if as_json:
+        echo_json({"ok": True, "workspace": str(ws.root), "seq": first.seq, "hash": first.hash})
+        return
+    out_console().print(
+        f"initialized workspace {ws.root} (ledger in {ws.root / '.runfold'}; seq 0 {first.env.kind})",
+        markup=False,
+    )
+
+
+# ---- verify -------------------------------------------------------------------------------
+
+
+def _verify_json(report: VerifyReport) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "path": report.path,
+        "lines": report.lines,
+        "first_seq": report.first_seq,
+        "last_seq": report.last_seq,
+        "head": report.head,
+        "bytes": report.bytes,
+        "seconds": report.seconds,
+        "mb_per_s": round(report.mb_per_s, 3),
+        "versions": sorted(report.versions),
+        "segments": report.segments,
+        "torn_tail_bytes": report.torn_tail_bytes,
+        "skipped_unknown": report.skipped_unknown,
+        "start_note": report.start_note,
+    }
+
+
+class _LazyBar:
+    """A progress callback that shows a rich bar on stderr only once the ledger turns out to be
+    at least PROGRESS_MIN_BYTES (the first callback carries the total)."""
+
+    def __init__(self) -> None:
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+        self.off = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.off:
+            return
+        if self.bar is None:
+            if total < PROGRESS_MIN_BYTES:
+                self.off = True
+                return
+            self.bar = Progress(
+                TextColumn("verifying"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=err_console(),
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("verify", total=total)
+        assert self.task is not None
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def verify_cmd(
+    ctx: typer.Context,
+    path: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A workspace, a ledger directory or one segment file. Default: the workspace.",
+            show_default=False,
+            metavar="PATH",
+        ),
+    ] = None,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Check every line of a ledger: parse, version, chain, seq, canonical bytes, kind.
+
+    Prints lines verified, seq range, head hash, format versions and throughput. Read-only:
+    never repairs. On the first bad line exits 1 with one message naming the 1-based line
+    number, the seq, the fault and what to do next.
+
+    \b
+    Examples:
+      runfold verify                      # the workspace around the current directory
+      runfold verify examples/sprawling-golden-p0.jsonl
+      runfold verify --json .runfold/ledger
+    """
+    as_json = want_json(ctx, json)
+    target = path if path is not None else Workspace.open(workspace).root
+    bar = _LazyBar() if not as_json and stderr_is_tty() else None
+    try:
+        report = verify(target, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if as_json:
+        echo_json(_verify_json(report))
+        return
+    con = out_console()
+    seq_range = f"seq {report.first_seq}..{report.last_seq}" if report.lines else "no lines"
+    versions = ", ".join(str(v) for v in sorted(report.versions)) or "none"
+    con.print(f"ok: {report.lines} lines verified ({seq_range})", markup=False)
+    con.print(f"head: {report.head}", markup=False)
+    con.print(f"format version: {versions}", markup=False)
+    con.print(
+        f"read {report.bytes} bytes in {report.segments} segment(s), {report.seconds:.3f} s, "
+        f"{report.mb_per_s:.1f} MB/s",
+        markup=False,
+    )
+    if report.start_note:
+        con.print(f"note: {report.start_note}", markup=False)
+    if report.skipped_unknown:
+        con.print(
+            f"note: {report.skipped_unknown} line(s) of kinds unknown to this build carry ig:true; "
+            "they are in the chain and skipped by folds",
+            markup=False,
+        )
+    if report.torn_tail_bytes:
+        err_console().print(
+            f"warning: {report.torn_tail_bytes} torn byte(s) after the last line (a writer died "
+            "mid-append); the next writer cuts them with one log_truncated line",
+            markup=False,
+        )
+
+
+# ---- log ----------------------------------------------------------------------------------
+
+
+def _timeline_row(record: Record, who_width: int, kind_width: int) -> Text:
+    env = record.env
+    row = Text()
+    row.append(f"{env.seq:>6}", style="cyan")
+    row.append("  ")
+    row.append(iso_ms(env.t), style="dim")
+    row.append("  ")
+    row.append(f"{short_run(env.run):<9}", style="magenta")
+    row.append("  ")
+    row.append(f"{env.who:<{who_width}}", style="green")
+    row.append("  ")
+    row.append(f"{env.kind:<{kind_width}}", style="bold")
+    summary = summarize(env)
+    if summary:
+        row.append("  ")
+        row.append(summary)
+    return row
+
+
+def log_cmd(
+    ctx: typer.Context,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run", "-r", help="Only this run: its id or a unique prefix, like git.", metavar="RUN"
+        ),
+    ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option("--kind", "-k", help="Only lines of this kind (repeat for several).", metavar="KIND"),
+    ] = None,
+    since: Annotated[
+        int | None, typer.Option("--since", help="Only lines with seq ≥ SEQ.", metavar="SEQ")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", "-n", help="At most N lines (the first N after the other filters).", metavar="N"
+        ),
+    ] = None,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Show the ledger as a timeline: seq, time (UTC), run, who, kind and a one-line summary.
+
+    With --json, prints each line's envelope exactly as stored, one JSON object per line.
+
+    \b
+    Examples:
+      runfold log --run 0198f6a2 --kind tool_called --kind tool_result
+      runfold log --since 100 --limit 20 --json
+      runfold log -w examples/sprawling-golden-p0.jsonl
+    """
+    as_json = want_json(ctx, json)
+    with Workspace.open(workspace) as ws:
+        records = ws.records(run=run, kind=kind or None, since=since, limit=limit)
+    if as_json:
+        out = sys.stdout.buffer
+        for record in records:
+            out.write(record.raw + b"\n")
+        out.flush()
+        return
+    con = out_console()
+    if not records:
+        err_console().print("no lines match", markup=False)
+        return
+    who_width = min(max(len(r.env.who) for r in records), 24)
+    kind_width = max(len(r.env.kind) for r in records)
+    for record in records:
+        con.print(_timeline_row(record, who_width, kind_width))
+
+
+# ---- show ---------------------------------------------------------------------------------
+
+
+def show_cmd(
+    ctx: typer.Context,
+    seq: Annotated[
+        int, typer.Argument(help="The seq of the line to show.", show_default=False, metavar="SEQ")
+    ],
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Show one line pretty-printed, with its hash, prev and chain position.
+
+    \b
+    Examples:
+      runfold show 5
+      runfold show 17 --json -w examples/sprawling-golden-p0.jsonl
+    """
+    as_json = want_json(ctx, json)
+    with Workspace.open(workspace) as ws:
+        record = ws.record_at(seq)
+        position = ws.position(seq)
+    envelope = orjson.loads(record.raw)
+    if as_json:
+        echo_json(
+            {
+                "seq": record.seq,
+                "hash": record.hash,
+                "prev": record.env.prev,
+                "line": position.line,
+                "lines": position.lines,
+                "segment": str(position.segment),
+                "segment_line": position.segment_line,
+                "known": record.known,
+                "record": envelope,
+            }
+        )
+        return
+    con = out_console()
+    env = record.env
+    con.print(Text.assemble(("seq ", "bold"), (str(env.seq), "cyan"), f"  {env.kind}  {summarize(env)}"))
+    con.print(
+        f"position: line {position.line} of {position.lines}; {position.segment.name} line {position.segment_line}",
+        markup=False,
+    )
+    con.print(f"hash:     {record.hash}", markup=False)
+    con.print(f"prev:     {env.prev}", markup=False)
+    con.print(f"time:     {iso_ms(env.t)}  (t={env.t})", markup=False)
+    con.print(f"run:      {env.run}", markup=False)
+    con.print(f"who:      {env.who}" + (f"  addr {env.addr}" if env.addr else ""), markup=False)
+    con.print(orjson.dumps(envelope, option=orjson.OPT_INDENT_2).decode(), markup=False)
+
+
+# ---- registration -------------------------------------------------------------------------
 
 
 def register(app: typer.Typer) -> None:
     """Add the ledger verbs to `app`."""
-    return None
+    app.command("init", epilog=EXIT_CODES_HELP)(init_cmd)
+    app.command("verify", epilog=EXIT_CODES_HELP)(verify_cmd)
+    app.command("log", epilog=EXIT_CODES_HELP)(log_cmd)
+    app.command("show", epilog=EXIT_CODES_HELP)(show_cmd)

@@ -1,26 +1,75 @@
-"""Entry point of the `runfold` command: builds the typer app from the verb-group modules."""
+"""Entry point of the `runfold` command: builds the typer app from the verb-group modules.
+
+Each verb group lives in its own module exposing `register(app)`; `_register()` lists them.
+Errors and exit codes are handled once, in `RunfoldGroup` (see `runfold.cli.common`).
+"""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from runfold import __version__
+from runfold.cli.common import EXIT_CODES_HELP, RunfoldGroup, set_debug
 
 app = typer.Typer(
     name="runfold",
-    help="runfold: agent runs whose only history is one append-only, hash-chained ledger.",
+    cls=RunfoldGroup,
+    help=(
+        "runfold: agent runs whose only history is one append-only, hash-chained ledger.\n\n"
+        "Start with `runfold init`, then `runfold verify`, `runfold log`, `runfold show SEQ`. "
+        "Every command takes --help with an example."
+    ),
+    epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"runfold {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show Python tracebacks instead of one error line.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True),
+    ] = False,
+) -> None:
+    set_debug(ctx, debug)
+
+
+_registered = False
+
+
 def _register() -> None:
-    # Each verb group module exposes `register(app)`; add new groups here.
+    # Each verb group module exposes `register(app)`; add one import + one call per group.
+    global _registered
+    if _registered:
+        return
+    _registered = True
     from runfold.cli import ledger_cmds
 
     ledger_cmds.register(app)
+    from runfold.cli import validate_cmds
+
+    validate_cmds.register(app)
 
 
 def main() -> None:
     """Console-script entry point."""
     _register()
     app()
+
+
+_register()

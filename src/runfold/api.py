@@ -1,0 +1,445 @@
+"""The public Python entry point of runfold: `Workspace` (DESIGN.md §2, §3, §13).
+
+A `Workspace` is one directory with one ledger. It opens the ledger read-only for queries
+(records, runs, verify) and hands out the single writer through `with ws.writer() as ledger:`.
+The CLI is built on this class only, so everything a command does can be done from Python.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from runfold.core import fold as fold_api
+from runfold.core.canonical import Envelope, encode_line
+from runfold.core.chain import LineChecker, parse_envelope
+from runfold.core.errors import invalid_args
+from runfold.core.ids import WORKSPACE_RUN
+from runfold.core.kinds import KNOWN_KIND_NAMES
+from runfold.core.records import Record
+from runfold.store.layout import RUNFOLD_DIR, find_workspace, list_segments, parse_segment_name
+from runfold.store.ledger import Ledger
+from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, verify_path
+
+__all__ = ["LinePosition", "VerifyReport", "Workspace", "verify"]
+
+
+_NEARBY_MAX = 8
+
+
+@dataclass(frozen=True, slots=True)
+class LinePosition:
+    """Where a line sits in the chain: `line` is its 1-based line number in the whole ledger,
+    `segment` the segment file holding it, `segment_line` its 1-based line number in that file,
+    `lines` the number of lines in the ledger."""
+
+    seq: int
+    line: int
+    segment: Path
+    segment_line: int
+    lines: int
+
+
+def verify(path: Path, progress: Progress | None = None) -> VerifyReport:
+    """Verify a workspace, a ledger directory or one segment file at `path` (DESIGN.md §3).
+
+    Read-only. Returns the report (lines, seq range, head, bytes, seconds, format versions...).
+    Raises `LineRefused` (a `RunfoldError`, code E_LEDGER_CORRUPT or E_LOG_VERSION_UNSUPPORTED)
+    at the first bad line, naming its 1-based line number, seq and fault; `E_PATH_NOT_FOUND`
+    when `path` does not exist.
+    """
+    return verify_path(path, progress=progress)
+
+
+class Workspace:
+    """One workspace: a directory holding `.runfold/` with one ledger (DESIGN.md §2–§3).
+
+    Open with `Workspace.open()` (discovery like git) or create with `Workspace.init(path)`.
+    Readers need no lock; `writer()` takes the one cross-process writer lock.
+    """
+
+    def __init__(self, root: Path, *, bare: bool = False) -> None:
+        self._root = root
+        self._bare = bare
+        self._reader: Ledger | _BareLedger | None = None
+
+    # ---- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, path: Path) -> Workspace:
+        """Create `path/.runfold/` and write the `workspace_initialized` line (seq 0).
+
+        `path` is created when missing. Raises `E_INVALID_ARGS` when `path` already holds a
+        workspace (nothing is changed) or is a file.
+        """
+        root = path.resolve()
+        if (root / ".runfold").exists():
+            raise invalid_args(
+                "initialize a workspace",
+                str(root),
+                f"{root} already holds a workspace (.runfold/); use it as is (`runfold verify -w {root}`) "
+                "or pick another directory",
+            )
+        if root.exists() and not root.is_dir():
+            raise invalid_args("initialize a workspace", str(root), "give a directory, not a file")
+        root.mkdir(parents=True, exist_ok=True)
+        ledger = Ledger.create(root)
+        ledger.close()
+        return cls(root)
+
+    @classmethod
+    def open(cls, path: Path | None = None) -> Workspace:
+        """Open the workspace at `path`, or found from the current directory upward (honouring
+        `RUNFOLD_WORKSPACE`) when `path` is None.
+
+        `path` may also be a ledger directory or one segment file (e.g. a foreign sprawling
+        ledger, DESIGN.md §12): such a workspace is read-only (`writer()` refuses) and its lines
+        are verified once, on first read, and kept in memory.
+        Raises `E_PATH_NOT_FOUND` when no workspace or ledger is found.
+        """
+        if path is not None and _is_bare_ledger(Path(path)):
+            return cls(Path(path).absolute(), bare=True)
+        return cls(find_workspace(path))
+
+    @property
+    def root(self) -> Path:
+        """The workspace directory (the one holding `.runfold/`), or the ledger directory or
+        segment file a read-only workspace was opened on."""
+        return self._root
+
+    @property
+    def read_only(self) -> bool:
+        """True when opened on a bare ledger directory or segment file (no `.runfold/`)."""
+        return self._bare
+
+    def close(self) -> None:
+        """Release the read handle (idempotent)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self._root)!r})"
+
+    def _ledger(self) -> Ledger | _BareLedger:
+        if self._reader is None:
+            self._reader = _BareLedger(self._root) if self._bare else Ledger.open(self._root, writer=False)
+        return self._reader
+
+    # ---- the writer ----------------------------------------------------------------------
+
+    @contextmanager
+    def writer(self) -> Iterator[Ledger]:
+        """The workspace's one writer: `with ws.writer() as ledger: ledger.append([...])`.
+
+        Raises `E_LEDGER_HELD` naming the holder's pid when another process holds it. The read
+        view is refreshed when the block ends.
+        """
+        if self._bare:
+            raise invalid_args(
+                "write",
+                str(self._root),
+                "a bare ledger file or directory is read-only; `runfold init` a workspace to write",
+            )
+        ledger = Ledger.open(self._root, writer=True)
+        try:
+            yield ledger
+        finally:
+            ledger.close()
+            self.close()
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def verify(self, progress: Progress | None = None) -> VerifyReport:
+        """Verify this workspace's whole ledger; see `runfold.api.verify` for the errors."""
+        return verify(self._root, progress=progress)
+
+    def runs(self) -> list[str]:
+        """Every run id in the ledger in order of first appearance, without the nil workspace run."""
+        return list(self._ledger().runs())
+
+    def resolve_run(self, prefix: str) -> str:
+        """The one run whose id starts with `prefix` (hyphens optional, case-insensitive), like git.
+
+        Raises `E_INVALID_ARGS` when no run matches (nearby: the ids closest to `prefix`) or more
+        than one does (nearby: the candidates). The nil workspace run matches only `workspace`
+        or its full id.
+        """
+        wanted = prefix.strip().lower()
+        runs = self.runs()
+        if wanted in ("workspace", WORKSPACE_RUN):
+            return WORKSPACE_RUN
+        if not wanted:
+            raise invalid_args(
+                "find run", repr(prefix), "give the start of a run id, e.g. from `runfold log`"
+            )
+        key = wanted.replace("-", "")
+        matches = [r for r in runs if r != WORKSPACE_RUN and r.replace("-", "").startswith(key)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise invalid_args(
+                f"find run {prefix!r}",
+                f"the {len(matches)} runs it starts",
+                "give more characters of the run id: " + ", ".join(matches[:_NEARBY_MAX]),
+                nearby=tuple(matches),
+            )
+        nearby = _nearby_runs(key, [r for r in runs if r != WORKSPACE_RUN])
+        hint = ("closest: " + ", ".join(nearby)) if nearby else "the ledger holds no runs yet"
+        raise invalid_args(
+            f"find run {prefix!r}",
+            str(self._root),
+            f"no run id starts with {prefix!r}; {hint}",
+            nearby=tuple(nearby),
+        )
+
+    def records(
+        self,
+        run: str | None = None,
+        kind: str | Iterable[str] | None = None,
+        since: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Verified lines in seq order, filtered.
+
+        `run`: a run id or unique prefix (see `resolve_run`); `kind`: one kind name or several;
+        `since`: only lines with seq ≥ since; `limit`: at most this many lines (the first ones
+        after the other filters). Raises `E_INVALID_ARGS` for an unknown kind name (nearby: the
+        closest names), a negative `since`/`limit`, or a run prefix that is unknown/ambiguous;
+        `LineRefused` when a line fails verification while reading.
+        """
+        kinds = self._kinds(kind)
+        if since is not None and since < 0:
+            raise invalid_args("filter lines", f"since {since}", "give a seq ≥ 0")
+        if limit is not None and limit < 0:
+            raise invalid_args("filter lines", f"limit {limit}", "give a limit ≥ 0")
+        if limit == 0:
+            return []
+        ledger = self._ledger()
+        source: Iterable[Record]
+        if run is not None:
+            source = ledger.run_records(self.resolve_run(run))
+        else:
+            source = ledger.records(since=since or 0)
+        out: list[Record] = []
+        for record in source:
+            if since is not None and record.seq < since:
+                continue
+            if kinds is not None and record.env.kind not in kinds:
+                continue
+            out.append(record)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def record_at(self, seq: int) -> Record:
+        """The verified line at `seq`. Raises `E_INVALID_ARGS` naming the ledger's seq range when
+        `seq` is outside it."""
+        ledger = self._ledger()
+        first = ledger.first_seq if isinstance(ledger, _BareLedger) else 0
+        if not first <= seq < ledger.next_seq:
+            tail = f"seq {first}..{ledger.next_seq - 1}" if ledger.next_seq > first else "no lines yet"
+            raise invalid_args(
+                f"read seq {seq}",
+                str(self._root),
+                f"the ledger holds {tail}; give a seq in that range",
+            )
+        return ledger.record_at(seq)
+
+    def position(self, seq: int) -> LinePosition:
+        """Where the line at `seq` sits: its 1-based line number in the ledger, its segment file
+        and its line number in that file. Raises `E_INVALID_ARGS` like `record_at`."""
+        self.record_at(seq)
+        ledger = self._ledger()
+        first = ledger.first_seq if isinstance(ledger, _BareLedger) else 0
+        starts = [(_segment_first_seq(p, first), p) for p in ledger.segments()]
+        seg_first, segment = max((s for s in starts if s[0] <= seq), key=lambda s: s[0])
+        return LinePosition(
+            seq=seq,
+            line=seq - first + 1,
+            segment=segment,
+            segment_line=seq - seg_first + 1,
+            lines=ledger.next_seq - first,
+        )
+
+    def _kinds(self, kind: str | Iterable[str] | None) -> frozenset[str] | None:
+        if kind is None:
+            return None
+        names = [kind] if isinstance(kind, str) else list(kind)
+        if not names:
+            return None
+        for name in names:
+            if name not in KNOWN_KIND_NAMES:
+                close = difflib.get_close_matches(name, sorted(KNOWN_KIND_NAMES), n=3, cutoff=0.5)
+                hint = f"did you mean {', '.join(close)}?" if close else "see `runfold log --help` for kinds"
+                raise invalid_args(
+                    "filter by kind",
+                    repr(name),
+                    f"{name!r} is not an event kind; {hint}",
+                    nearby=tuple(close),
+                )
+        return frozenset(names)
+
+    # ---- folds (added by the folds work) ----
+    # Conversation, fork, runs/tree and why (DESIGN.md §5–§7, §10); pure folds in core/fold.
+
+    def lineage_lines(self, run: str) -> dict[str, list[Record]]:
+        """The lines a fold of `run` reads: the run's and, for a fork, each mother's (recursively
+        through `run_forked`), as run id → lines in seq order. `run` is an id or unique prefix.
+        Raises `E_INVALID_ARGS` for an unknown/ambiguous run."""
+        return _lineage_lines(self._ledger(), self.resolve_run(run))
+
+    def fold(self, run: str, at: int | None = None) -> fold_api.RunFold:
+        """The conversation of `run` (id or prefix) through the last safe cut point ≤ `at`
+        (default: its last line), DESIGN.md §7. Raises `E_INVALID_ARGS` when `at` is not a line
+        of the run's lineage (naming the range and the ledger's tail, never clamped),
+        `E_LEDGER_CORRUPT` naming seq and field for a line that cannot be folded."""
+        rid = self.resolve_run(run)
+        ledger = self._ledger()
+        return fold_api.fold_run(_lineage_lines(ledger, rid), rid, at, tail=ledger.next_seq - 1)
+
+    def fork(self, run: str, at: int, task: str | None = None, who: str = "person") -> fold_api.ForkPlan:
+        """Fork `run` (id or prefix) at `at` (DESIGN.md §7): under the writer lock, append the new
+        run's `run_started` (opening `inherited`, parent = mother) and `run_forked {from, at_seq:
+        the cut used}`; the mother's lines are untouched. Returns the plan (new run id, cut, why
+        the cut moved). Raises `E_INVALID_ARGS` for a seq past the tail or outside the run's
+        lineage (never clamped), `E_LEDGER_HELD` when another process holds the writer."""
+        import os
+
+        from runfold.core.ids import run_id_v7
+        from runfold.store.ledger import now_ms
+
+        rid = self.resolve_run(run)
+        with self.writer() as ledger:
+            lines = _lineage_lines(ledger, rid)
+            new_run = run_id_v7(now_ms(), os.urandom(10))
+            plan = fold_api.plan_fork(
+                lines, rid, at, new_run=new_run, tail=ledger.next_seq - 1, task=task, who=who
+            )
+            ledger.append(list(plan.drafts))
+        return plan
+
+    def raw_prefix(self, run: str, at: int) -> bytes:
+        """The ledger's lines 0..=`at`, byte-identical with their newlines, for a seq `at` of
+        `run`'s lineage (DESIGN.md §7). Raises `E_INVALID_ARGS` when `at` is not such a seq."""
+        rid = self.resolve_run(run)
+        ledger = self._ledger()
+        lin = fold_api.lineage(_lineage_lines(ledger, rid), rid)
+        if at not in lin.seqs():
+            raise fold_api.not_in_lineage(lin, at, ledger.next_seq - 1)
+        return fold_api.raw_prefix([ledger.record_at(s) for s in range(at + 1)], at)
+
+    def run_summaries(self) -> list[fold_api.RunSummary]:
+        """One summary per run (status, model, turns, tokens, cost, lineage), by first seq."""
+        return fold_api.run_summaries(self._ledger().records())
+
+    def run_tree(self) -> list[fold_api.TreeNode]:
+        """The runs arranged by fork, delegation and successor lineage (roots first)."""
+        return fold_api.run_tree(self.run_summaries())
+
+    def why(self, run: str, at: int | None = None, since: int | None = None) -> fold_api.WhyReport:
+        """The window of `run` at the last safe cut point ≤ `at`, attributed per part, region and
+        cause (DESIGN.md §10), and the changes after `since`. Raises like `fold`."""
+        rid = self.resolve_run(run)
+        ledger = self._ledger()
+        return fold_api.why(_lineage_lines(ledger, rid), rid, at, since=since, tail=ledger.next_seq - 1)
+
+
+def _lineage_lines(ledger: Ledger | _BareLedger, run: str) -> dict[str, list[Record]]:
+    """`run`'s lines and each mother's, following `run_forked` (used by the folds section)."""
+    out: dict[str, list[Record]] = {}
+    todo: str | None = run
+    while todo is not None and todo not in out:
+        lines = ledger.run_records(todo)
+        out[todo] = lines
+        point = fold_api.fork_point(lines)
+        todo = point[0] if point is not None else None
+    return out
+
+
+def _nearby_runs(key: str, runs: list[str]) -> list[str]:
+    """Run ids sharing the longest common prefix with `key`, most similar first."""
+
+    def shared(run: str) -> int:
+        flat = run.replace("-", "")
+        n = 0
+        for a, b in zip(flat, key, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    ranked = sorted(runs, key=lambda r: (-shared(r), r))
+    best = shared(ranked[0]) if ranked else 0
+    return [r for r in ranked if shared(r) == best][:_NEARBY_MAX] if ranked else []
+
+
+def _segment_first_seq(path: Path, default: int) -> int:
+    first = parse_segment_name(path.name)
+    return default if first is None else first
+
+
+def _is_bare_ledger(path: Path) -> bool:
+    """True for a segment file, or a directory of segments that is not a workspace."""
+    if path.is_file():
+        return True
+    return path.is_dir() and not (path / RUNFOLD_DIR).is_dir() and bool(list_segments(path))
+
+
+class _BareLedger:
+    """A read-only view of a ledger directory or one segment file without a workspace around it
+    (DESIGN.md §12 foreign ledgers): every line is verified once with the store's `scan` and
+    kept in memory. Verified lines are canonical, so their bytes are `encode_line(env)`.
+    A lone file that starts mid-chain is checked from its first line's seq and prev, as
+    `verify_path` does; a torn tail is left out (and never cut)."""
+
+    def __init__(self, path: Path) -> None:
+        segment_list, _lone = resolve_ledger(path)
+        self._segments = [p for _, p in segment_list]
+        checker = LineChecker()
+        self.first_seq = 0
+        if segment_list:
+            with segment_list[0][1].open("rb") as f:
+                first_line = f.readline().rstrip(b"\n")
+            env = parse_envelope(first_line)
+            if env is not None and env.seq != 0:
+                checker = LineChecker(env.seq, env.prev)
+                self.first_seq = env.seq
+        self._records: list[Record] = []
+        self._by_run: dict[str, list[Record]] = {}
+
+        def sink(_seg: int, _off: int, _length: int, digest: str, env: Envelope) -> None:
+            record = Record(env, encode_line(env, checked=True), digest)
+            self._records.append(record)
+            self._by_run.setdefault(env.run, []).append(record)
+
+        result = scan(segment_list, checker, sink=sink)
+        self.next_seq = result.next_seq
+        self.head = result.head
+
+    def segments(self) -> list[Path]:
+        return list(self._segments)
+
+    def runs(self) -> list[str]:
+        return [r for r in self._by_run if r != WORKSPACE_RUN]
+
+    def records(self, since: int = 0) -> Iterator[Record]:
+        return iter(self._records[max(since - self.first_seq, 0) :])
+
+    def run_records(self, run: str) -> list[Record]:
+        return list(self._by_run.get(run, []))
+
+    def record_at(self, seq: int) -> Record:
+        return self._records[seq - self.first_seq]
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,196 @@
+"""Shared pieces of the `runfold` command line: the workspace option, output, errors, exit codes.
+
+Every verb group uses these so that all commands find workspaces the same way, print `--json`
+the same way, and turn a `RunfoldError` into one `display()` line on stderr and the same exit
+code (documented in `EXIT_CODES_HELP` and the README).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import orjson
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
+
+from runfold.core.chain import LineRefused
+from runfold.core.errors import ErrorCode, RunfoldError
+
+# ---- exit codes -------------------------------------------------------------------------
+
+EXIT_OK = 0
+EXIT_VERIFY_FAILED = 1
+"""A ledger line failed verification (any command that read a bad line)."""
+EXIT_USAGE = 2
+"""Bad usage or arguments: unknown option, bad value, unknown or ambiguous run prefix."""
+EXIT_ERROR = 3
+"""Any other runfold error: no workspace found, ledger held by another writer, storage failure."""
+EXIT_INTERNAL = 4
+"""A bug in runfold (an exception that is not a RunfoldError); rerun with --debug."""
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok · 1 a ledger line failed verification · 2 bad usage or arguments · "
+    "3 other runfold error (the E_CODE line on stderr says which) · 4 internal error "
+    "(rerun with --debug for the traceback)."
+)
+
+_USAGE_CODES = frozenset({ErrorCode.INVALID_ARGS})
+_VERIFY_CODES = frozenset({ErrorCode.LEDGER_CORRUPT, ErrorCode.LOG_VERSION_UNSUPPORTED})
+
+JSON_META_KEY = "runfold.json"
+DEBUG_META_KEY = "runfold.debug"
+
+
+def exit_code_for(error: RunfoldError) -> int:
+    """The process exit code for `error`: 1 for a refused ledger line, 2 for bad arguments, else 3."""
+    if isinstance(error, LineRefused) or error.code in _VERIFY_CODES:
+        return EXIT_VERIFY_FAILED
+    if error.code in _USAGE_CODES:
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
+def error_object(error: RunfoldError) -> dict[str, Any]:
+    """The JSON form of an error for `--json` output: the §11 fields, plus fault/line/seq when a
+    ledger line was refused, plus the display line."""
+    obj: dict[str, Any] = dict(error.to_data())
+    obj["display"] = error.display()
+    if isinstance(error, LineRefused):
+        obj["fault"] = error.fault.value
+        obj["line"] = error.line_no
+        obj["seq"] = error.seq
+        obj["detail"] = error.detail
+    return obj
+
+
+# ---- consoles and output ------------------------------------------------------------------
+
+
+def out_console() -> Console:
+    """A console on the current stdout (created per call so test runners' captures work)."""
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+
+def err_console() -> Console:
+    """A console on the current stderr."""
+    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+def json_line(obj: Any) -> str:
+    """One compact JSON text (UTF-8, keys in the given order) for `--json` output."""
+    return orjson.dumps(obj).decode("utf-8")
+
+
+def echo_json(obj: Any) -> None:
+    """Print one JSON value on one line of stdout."""
+    sys.stdout.write(json_line(obj) + "\n")
+
+
+def want_json(ctx: typer.Context, json_flag: bool) -> bool:
+    """Record that this command prints JSON (so errors are also printed as JSON) and return it."""
+    if json_flag:
+        ctx.meta[JSON_META_KEY] = True
+    return json_flag
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def stderr_is_tty() -> bool:
+    return sys.stderr.isatty()
+
+
+# ---- the workspace option -----------------------------------------------------------------
+
+WORKSPACE_HELP = (
+    "The workspace directory (the one holding .runfold/). Read commands also take a ledger "
+    "directory or one segment file. Default: $RUNFOLD_WORKSPACE, else found from the current "
+    "directory upward, as git does."
+)
+
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option("--workspace", "-w", help=WORKSPACE_HELP, show_default=False, metavar="DIR"),
+]
+JsonOption = Annotated[
+    bool,
+    typer.Option("--json", help="Print machine-readable JSON on stdout (errors too)."),
+]
+
+
+# ---- the group: error display and exit codes ----------------------------------------------
+
+
+def _fail(ctx: Any, message: str, code: int, obj: dict[str, Any] | None) -> NoReturn:
+    if obj is not None and ctx.meta.get(JSON_META_KEY):
+        echo_json({"ok": False, "error": obj})
+    err_console().print(message, markup=False)
+    ctx.exit(code)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class RunfoldGroup(TyperGroup):
+    """The top-level command group: turns errors into one line on stderr and an exit code.
+
+    A `RunfoldError` prints its `display()` (exit 1, 2 or 3, see `exit_code_for`); any other
+    exception prints one line asking for `--debug` (exit 4); `--debug` re-raises so the
+    traceback shows. A closed stdout (e.g. `runfold log | head`) ends quietly.
+    """
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except RunfoldError as error:
+            if ctx.meta.get(DEBUG_META_KEY):
+                raise
+            _fail(ctx, error.display(), exit_code_for(error), error_object(error))
+        except BrokenPipeError:
+            _silence_stdout()
+            ctx.exit(EXIT_OK)
+        except KeyboardInterrupt:
+            err_console().print("interrupted", markup=False)
+            ctx.exit(130)
+        except Exception as error:
+            if ctx.meta.get(DEBUG_META_KEY):
+                raise
+            last = traceback.extract_tb(error.__traceback__)[-1]
+            where = f"{Path(last.filename).name}:{last.lineno}"
+            message = (
+                f"internal error: {type(error).__name__}: {error} (at {where}) — this is a bug in "
+                "runfold; rerun with --debug for the traceback and report it"
+            )
+            _fail(
+                ctx,
+                message,
+                EXIT_INTERNAL,
+                {"code": "internal", "display": message},
+            )
+
+
+def _silence_stdout() -> None:
+    # stdout's reader went away: point fd 1 at /dev/null so the interpreter's final flush
+    # does not raise a second BrokenPipeError.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def set_debug(ctx: typer.Context, debug: bool) -> None:
+    """Remember the global `--debug` flag for the error handler of `RunfoldGroup`."""
+    ctx.meta[DEBUG_META_KEY] = debug
+
+
+Command = Callable[..., Any]

@@ -1,0 +1,51 @@
+"""Helpers for the CLI tests: run the real `runfold` command in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GOLDEN = FIXTURES / "sprawling-golden-p0.jsonl"
+GOLDEN_HEAD = "0baccd18194099432a24e6e820889eac0e3d0d524dbfd1cc8cb646f037284526"
+GOLDEN_RUN = "0198f6a2-7c4a-7bbb-9d1e-00000000040a"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """Run `python -m runfold ARGS` (the installed package) and capture everything."""
+    full_env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
+    full_env.update({"NO_COLOR": "1", "COLUMNS": "200"})
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runfold", *map(str, args)],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def golden(tmp_path: Path) -> Path:
+    """A writable copy of the foreign sprawling ledger (18 lines, format v1)."""
+    dest = tmp_path / "golden" / GOLDEN.name
+    dest.parent.mkdir()
+    shutil.copyfile(GOLDEN, dest)
+    dest.chmod(0o644)
+    return dest

@@ -1,0 +1,84 @@
+"""Every README example marked `<!-- readme-test -->` runs, and `.ci/run` runs the README's test command.
+
+A marked block runs with `bash -e -o pipefail` in a temporary directory holding a copy of
+`examples/`, with this venv's `bin/` first on PATH. Lines that create a venv or `pip install`
+are dropped: the suite already runs inside an installed venv.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+MARK = "<!-- readme-test -->"
+_BLOCK = re.compile(r"^" + re.escape(MARK) + r"\n```(?:sh|bash)\n(.*?)^```", re.M | re.S)
+_SETUP = re.compile(r"-m venv|pip install")
+
+
+def marked_blocks() -> list[str]:
+    return _BLOCK.findall(README.read_text(encoding="utf-8"))
+
+
+def fenced_sh_blocks() -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", README.read_text(encoding="utf-8"), re.M | re.S)
+
+
+def test_readme_has_marked_examples() -> None:
+    assert README.read_text(encoding="utf-8").count(MARK) == len(marked_blocks()) >= 5
+
+
+@pytest.mark.parametrize("index", range(len(marked_blocks())))
+def test_readme_example_runs(index: int, tmp_path: Path) -> None:
+    block = marked_blocks()[index]
+    script = "\n".join(line for line in block.splitlines() if not _SETUP.search(line))
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
+    env.update(
+        {
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            "TMPDIR": str(tmp_path),
+            "NO_COLOR": "1",
+        }
+    )
+    proc = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"README block {index} failed:\n{script}\n---\n{proc.stdout}\n{proc.stderr}"
+    assert "Traceback" not in proc.stdout + proc.stderr
+    if "runfold verify examples/" in script:
+        assert "ok: 18 lines verified" in proc.stdout
+    if "tampered.jsonl" in script:
+        assert "verify refused it (exit 1)" in proc.stdout
+    if "|| echo" in script and "init" in script:
+        assert "refused, as it should be (exit 2)" in proc.stdout
+
+
+def test_readme_opens_with_the_two_setup_commands() -> None:
+    run_block, test_block = fenced_sh_blocks()[:2]
+    assert (
+        "pip install -e ." in run_block and "runfold verify examples/sprawling-golden-p0.jsonl" in run_block
+    )
+    assert "pip install -e '.[test]'" in test_block
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    test_block = fenced_sh_blocks()[1]
+    command = test_block.strip().splitlines()[-1]
+    assert command.startswith("ruff check src tests bench && mypy && lint-imports && pytest")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert command in ci
+    assert "set -euo pipefail" in ci
+    assert os.access(REPO / ".ci" / "run", os.X_OK)

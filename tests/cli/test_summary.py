@@ -1,0 +1,101 @@
+"""The one-line summaries of `runfold log`: every kind has one, and odd payloads never crash it."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runfold.cli.summary import SUMMARIZERS, head, iso_ms, summarize
+from runfold.core.canonical import Envelope
+from runfold.core.ids import ZERO_HASH
+from runfold.core.kinds import Kind
+from runfold.core.payloads import PAYLOADS
+
+
+def _env(kind: str, data: dict[str, object]) -> Envelope:
+    return Envelope(
+        v=2,
+        run="0" * 8 + "-0000-0000-0000-" + "0" * 12,
+        seq=0,
+        prev=ZERO_HASH,
+        t=0,
+        who="runtime",
+        kind=kind,
+        data=data,
+    )
+
+
+def test_every_kind_has_a_summarizer() -> None:
+    assert set(SUMMARIZERS) == set(Kind)
+
+
+def test_default_payload_of_every_kind_summarizes() -> None:
+    for kind, cls in PAYLOADS.items():
+        text = summarize(_env(kind.value, cls().to_data()))
+        assert "\n" not in text
+
+
+def test_kind_specific_summaries() -> None:
+    tool = summarize(
+        _env("tool_called", {"id": "c1", "name": "read_file", "args": {}, "subject": "src/a.py"})
+    )
+    assert tool.startswith("read_file src/a.py")
+    steer = summarize(_env("steer_received", {"source": "user", "text": "narrow\nthe   search"}))
+    assert steer == 'user: "narrow the search"'
+    reply = summarize(
+        _env(
+            "model_returned",
+            {"message": {"content": []}, "calls": 2, "stop": "tool_use", "usage": {"input": 10, "output": 5}},
+        )
+    )
+    assert reply == "calls 2 stop tool_use tokens in 10 out 5"
+    frozen = summarize(
+        _env("run_frozen", {"completion": "done", "evidence": [{"kind": "model_returned", "seq": 9}]})
+    )
+    assert frozen == "done evidence seq 9"
+    assert summarize(_env("future_kind", {"x": 1})).startswith("(kind unknown to this build")
+
+
+def test_head_cuts_long_text_with_ellipsis() -> None:
+    assert head("x" * 100, 10) == '"' + "x" * 9 + '…"'
+
+
+def test_iso_ms() -> None:
+    assert iso_ms(0) == "1970-01-01T00:00:00.000Z"
+    assert iso_ms(1_764_514_800_123) == "2025-11-30T15:00:00.123Z"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(k.value for k in Kind)),
+    data=st.dictionaries(
+        st.sampled_from(
+            [
+                "name",
+                "text",
+                "usage",
+                "evidence",
+                "segments",
+                "message",
+                "calls",
+                "source",
+                "error",
+                "from",
+                "tools",
+                "args",
+            ]
+        ),
+        json_values,
+        max_size=5,
+    ),
+)
+def test_summaries_never_raise_on_odd_payloads(kind: str, data: dict[str, object]) -> None:
+    text = summarize(_env(kind, data))
+    assert isinstance(text, str)
