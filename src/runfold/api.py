@@ -7,24 +7,34 @@ The CLI is built on this class only, so everything a command does can be done fr
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import difflib
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import os
+import tomllib
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runfold.core import fold as fold_api
 from runfold.core.canonical import Envelope, encode_line
 from runfold.core.chain import LineChecker, parse_envelope
-from runfold.core.errors import invalid_args
+from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.records import Record
+from runfold.providers.base import Provider, StreamCallback
+from runfold.runtime.cost import CostReport
+from runfold.runtime.executor import RetryPolicy, RunOutcome
+from runfold.runtime.replay import ReplayReport
 from runfold.store.layout import RUNFOLD_DIR, find_workspace, list_segments, parse_segment_name
 from runfold.store.ledger import Ledger
 from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, verify_path
+from runfold.tools import Tool
 
-__all__ = ["LinePosition", "VerifyReport", "Workspace", "verify"]
+__all__ = ["CostReport", "LinePosition", "ReplayReport", "RunOutcome", "VerifyReport", "Workspace", "verify"]
 
 
 _NEARBY_MAX = 8
@@ -65,6 +75,8 @@ class Workspace:
         self._root = root
         self._bare = bare
         self._reader: Ledger | _BareLedger | None = None
+        self._run_ledger: Ledger | None = None
+        self._writer_users = 0
 
     # ---- opening -------------------------------------------------------------------------
 
@@ -353,6 +365,177 @@ class Workspace:
         ledger = self._ledger()
         return fold_api.why(_lineage_lines(ledger, rid), rid, at, since=since, tail=ledger.next_seq - 1)
 
+    # ---- runs: execute, replay, cost (issue 4) ----
+    # The executor lives in runfold.runtime; these methods wire a workspace's writer, CAS,
+    # config and tools into it.
+
+    def config(self) -> dict[str, Any]:
+        """The parsed `.runfold/config.toml` (`{}` when absent). Raises `E_CONFIG_INVALID`
+        naming the file and position when it is not valid TOML."""
+        return _read_config(self._root)
+
+    async def arun(
+        self,
+        task: str,
+        *,
+        goal: str = "",
+        model: str | Provider | None = None,
+        room: str = ".",
+        max_turns: int | None = None,
+        tools: Sequence[Callable[..., Any] | Tool] = (),
+        builtin_tools: bool | Sequence[str] | None = None,
+        on_event: Callable[[Record], None] | None = None,
+        on_delta: StreamCallback | None = None,
+        cancel: asyncio.Event | None = None,
+        system: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> RunOutcome:
+        """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
+
+        - `model`: a SPEC string (`local`, `anthropic:<model>`, `openai:<model>`,
+          `openai-responses:<model>`, `openai-compat:<model>@<url>`, `script:<file>[#dialect]`) or a
+          `Provider`; None takes `[defaults].model` of config.toml, else `local`;
+        - `room`: the run's address and write domain (`.` = the workspace root);
+        - `max_turns`: the turn ceiling (None: `[defaults].max_turns`, else no ceiling);
+        - `tools`: the user's own tools (typed Python functions, sync or async, or `Tool`s);
+          `builtin_tools`: True (all six), False (none) or a list of built-in names (None:
+          `[defaults].tools`, else all);
+        - `on_event(record)`: every line of the run as it is written; `on_delta(kind, text)`:
+          streamed text for live views; `cancel`: set it to cancel at the next safe point;
+        - `system`: replaces the default system text; `retry`: the back-off policy.
+
+        Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
+        `E_INVALID_ARGS` for a bad SPEC, room or tool; `E_LEDGER_HELD` when another process
+        writes the workspace; `E_CONFIG_INVALID` for a bad config; `E_STORAGE_FATAL` when the
+        ledger cannot be written. Every other failure freezes the run and is in `outcome.error`.
+        """
+        from runfold.core.address import parse_address
+        from runfold.core.ids import run_id_v7
+        from runfold.providers.registry import DEFAULT_SPEC, provider_from_spec
+        from runfold.runtime import RunLoop, RunOptions, build_prefix, make_bill, parse_prices, tool_specs
+        from runfold.store.cas import Cas
+        from runfold.store.ledger import now_ms
+        from runfold.tools import ToolContext, ToolRegistry, builtin_registry
+
+        if self._bare:
+            raise invalid_args("run an agent", str(self._root), "`runfold init` a workspace to run agents in")
+        cfg = self.config()
+        defaults = cfg.get("defaults", {}) if isinstance(cfg.get("defaults", {}), dict) else {}
+        room_addr: str | None = None if room in (".", "") else room
+        if room_addr is not None:
+            parse_address(room_addr)
+        if max_turns is None and isinstance(defaults.get("max_turns"), int):
+            max_turns = int(defaults["max_turns"])
+        if max_turns is not None and max_turns < 1:
+            raise invalid_args("run an agent", f"max_turns={max_turns}", "give a turn ceiling of at least 1")
+        owns_provider = not (model is not None and not isinstance(model, str))
+        provider: Provider
+        if model is None or isinstance(model, str):
+            spec = model or str(defaults.get("model") or DEFAULT_SPEC)
+            provider = provider_from_spec(spec, workspace_config=cfg, base_dir=Path.cwd())
+        else:
+            provider = model
+        if builtin_tools is None:
+            names = defaults.get("tools")
+            builtin_tools = list(names) if isinstance(names, list) else True
+        registry = (
+            builtin_registry()
+            if builtin_tools is True
+            else ToolRegistry()
+            if builtin_tools is False
+            else builtin_registry(list(builtin_tools))
+        )
+        for t in tools:
+            registry.add(t)
+        run_id = run_id_v7(now_ms(), os.urandom(10))
+        ctx = ToolContext(workspace=self._root, room=room_addr, run_id=run_id)
+        if room_addr is not None:
+            ctx.ensure_room()
+        prefix = build_prefix(
+            dialect=provider.dialect,
+            model=provider.model,
+            tools=tool_specs(registry.tool_table()),
+            room=room_addr,
+            goal=goal,
+            system=system,
+            max_tokens=int(getattr(provider, "max_tokens", 4096) or 4096),
+            thinking=getattr(provider, "thinking", None),
+            temperature_milli=getattr(provider, "temperature_milli", None),
+            stream=bool(getattr(provider, "stream", False)),
+        )
+        prices = cfg.get("prices")
+        bill = make_bill(parse_prices(prices) if isinstance(prices, dict) else None)
+        options = RunOptions(task=task, goal=goal, room=room_addr, max_turns=max_turns, system=system)
+        if retry is not None:
+            options = dataclasses.replace(options, retry=retry)
+        try:
+            async with self._shared_writer() as ledger:
+                loop = RunLoop(
+                    ledger,
+                    Cas(self._root),
+                    provider,
+                    registry,
+                    ctx,
+                    prefix,
+                    options,
+                    run_id=run_id,
+                    on_event=on_event,
+                    on_delta=on_delta,
+                    cancel=cancel,
+                    bill=bill,
+                )
+                return await loop.run()
+        finally:
+            if owns_provider:
+                await provider.aclose()
+
+    def run(self, task: str, **kwargs: Any) -> RunOutcome:
+        """`arun` from synchronous code (`asyncio.run`); same arguments, same outcome and errors.
+        Ctrl-C cancels the run at the next safe point and freezes it as cancelled."""
+        return asyncio.run(self.arun(task, **kwargs))
+
+    @asynccontextmanager
+    async def _shared_writer(self) -> AsyncIterator[Ledger]:
+        """The one writer, shared by every run this Workspace object drives concurrently."""
+        if self._writer_users == 0:
+            self._run_ledger = Ledger.open(self._root, writer=True)
+        self._writer_users += 1
+        try:
+            assert self._run_ledger is not None
+            yield self._run_ledger
+        finally:
+            self._writer_users -= 1
+            if self._writer_users == 0 and self._run_ledger is not None:
+                self._run_ledger.close()
+                self._run_ledger = None
+                self.close()
+
+    def replay(self, run: str) -> ReplayReport:
+        """Rebuild the exact body of every `model_called` of `run` (id or prefix) from the
+        ledger and the CAS and check each against its recorded hash (DESIGN.md §7). Never calls a
+        model, never writes. Raises `E_INVALID_ARGS` for an unknown run, `E_LEDGER_CORRUPT` for
+        a line the fold cannot place or a damaged prefix object, `E_PATH_NOT_FOUND` when a
+        prefix object is missing from the CAS."""
+        from runfold.runtime import replay_run
+        from runfold.store.cas import Cas
+
+        rid = self.resolve_run(run)
+        ledger = self._ledger()
+        root = self._root if not self._bare else self._root.parent
+        cas = Cas(root)
+        return replay_run(_lineage_lines(ledger, rid), rid, cas.get_locator)
+
+    def cost(self, run: str | None = None) -> CostReport:
+        """Tokens and micro-USD by run, model and tool, with prompt-cache savings, for one run
+        (id or prefix) or the whole workspace. Unknown prices are None, never 0. Raises
+        `E_INVALID_ARGS` for an unknown run, `E_CONFIG_INVALID` for a bad price table."""
+        from runfold.runtime import cost_report, parse_prices, price_of
+
+        prices_cfg = self.config().get("prices") if not self._bare else None
+        overrides = parse_prices(prices_cfg) if isinstance(prices_cfg, dict) else None
+        records = self.records(run=run) if run is not None else self.records()
+        return cost_report(records, lambda model: price_of(model, overrides))
+
 
 def _lineage_lines(ledger: Ledger | _BareLedger, run: str) -> dict[str, list[Record]]:
     """`run`'s lines and each mother's, following `run_forked` (used by the folds section)."""
@@ -443,3 +626,23 @@ class _BareLedger:
 
     def close(self) -> None:
         return None
+
+
+def _read_config(root: Path) -> dict[str, Any]:
+    """`<root>/.runfold/config.toml` parsed (`{}` when absent); `E_CONFIG_INVALID` naming the
+    file and the TOML error otherwise."""
+    path = root / RUNFOLD_DIR / "config.toml"
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except NotADirectoryError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise RunfoldError(
+            ErrorCode.CONFIG_INVALID,
+            f"read the workspace config ({exc})",
+            str(path),
+            "fix the TOML syntax at the position named, or delete the file to use the defaults",
+        ) from None

@@ -322,9 +322,10 @@ class _LineNote:
 class _Folder:
     """Feeds lineage lines one by one into a FoldState (one instance per fold)."""
 
-    def __init__(self, track_landing: bool) -> None:
+    def __init__(self, track_landing: bool, keep_notes: bool = True) -> None:
         self.st = FoldState()
         self.track = track_landing
+        self.keep_notes = keep_notes
         self.notes: dict[int, _LineNote] = {}
         self.turn_seq: int | None = None
         self.blocks = 0
@@ -359,7 +360,8 @@ class _Folder:
             self.turn_seq = None
         elif self.turn_seq is None:
             self.turn_seq = rec.seq
-        self.notes[rec.seq] = _LineNote(rec.kind_name, self.st.phase, self.turn_seq, self._detail())
+        if self.keep_notes:
+            self.notes[rec.seq] = _LineNote(rec.kind_name, self.st.phase, self.turn_seq, self._detail())
         self._count_landed(rec.seq)
 
     def _detail(self) -> str:
@@ -608,6 +610,51 @@ def inherit(conversation: Conversation) -> Conversation:
 
 
 # ---- public entry points -------------------------------------------------------------------
+
+
+class RunFolder:
+    """The run fold, fed one line at a time: what the live run loop and replay share (DESIGN.md
+    §5, §7), so the request of turn n is rendered from exactly the conversation `fold_run` rebuilds.
+
+    Feed a run's lineage in seq order (for a fork: the mother's lines through the cut first, then
+    the fork's own lines, passing `inherits=True` with the fork's `run_started`). Each `feed` costs
+    the work of that one line (no re-fold); `feeds` counts them. The state is read-only for
+    callers. `feed` raises like `fold_run` (`E_LEDGER_CORRUPT` naming seq and field for a line
+    that does not continue the run).
+    """
+
+    __slots__ = ("_folder", "feeds")
+
+    def __init__(self) -> None:
+        self._folder = _Folder(track_landing=False, keep_notes=False)
+        self.feeds = 0
+
+    def feed(self, record: Record, *, inherits: bool = False) -> None:
+        """Fold one line (see the class docstring)."""
+        self._folder.feed(record, inherits)
+        self.feeds += 1
+
+    @property
+    def conversation(self) -> Conversation | None:
+        """The conversation so far (None before the run's `run_started`); do not mutate it."""
+        return self._folder.st.conversation
+
+    @property
+    def phase(self) -> Phase:
+        """Where the run stands after the last line fed (`idle`, `assembled`, `calling`, `wave`,
+        `frozen`)."""
+        return self._folder.st.phase
+
+    @property
+    def prefix(self) -> PromptAssembled | None:
+        """The last `prompt_assembled` fed, if any."""
+        return self._folder.st.prefix
+
+    @property
+    def prefix_seq(self) -> int | None:
+        """The seq of the last `prompt_assembled` fed, if any."""
+        return self._folder.st.prefix_seq
+
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,156 @@
+"""Replay: rebuild the exact body of every `model_called` of a run and check its hash (DESIGN.md §7).
+
+The frozen prefix comes from the CAS object `prompt_assembled.prefix` names, the conversation from
+the same incremental run fold the live loop fed, the bytes from the same renderer. Replay never
+calls a model, never executes a tool and never writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from runfold.core.canonical import content_hash
+from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.fold import RunFolder, lineage
+from runfold.core.kinds import Kind
+from runfold.core.locator import CasLocator, parse_locator
+from runfold.core.payloads import ModelCalled, PromptAssembled
+from runfold.core.records import Record
+from runfold.core.render import render_request, request_bytes
+from runfold.core.validate import validate
+from runfold.runtime.prefix import Prefix
+
+LoadCas = Callable[[CasLocator], bytes]
+"""Reads the bytes a CAS locator names (e.g. `Cas(ws).get_locator`)."""
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The first request whose rebuilt bytes do not hash to the recorded hash: its `seq`, the
+    `expected` (recorded) and `rebuilt` BLAKE3 hashes, and `where` the difference lies as far as
+    the ledger can tell (it stores the hash and length, not the body)."""
+
+    seq: int
+    expected: str
+    rebuilt: str
+    where: str
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """The result of a replay.
+
+    - `run`; `requests`: `model_called` lines of the run that record a request hash;
+    - `exact`: how many of them rebuilt byte-exact;
+    - `first_mismatch`: the first that did not (None when all did);
+    - `skipped`: `(seq, why)` for model_called lines that could not be checked (no recorded hash,
+      e.g. a foreign format-1 ledger, or no stored prefix);
+    - `invalid`: `(seq, rule)` for rebuilt requests the validator refuses (should be empty);
+    - `hashes`: `(seq, rebuilt hash)` per checked request, in order.
+    """
+
+    run: str
+    requests: int
+    exact: int
+    first_mismatch: Mismatch | None
+    skipped: tuple[tuple[int, str], ...] = ()
+    invalid: tuple[tuple[int, str], ...] = ()
+    hashes: tuple[tuple[int, str], ...] = field(default=(), repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when every checkable request rebuilt byte-exact and validates."""
+        return self.first_mismatch is None and self.exact == self.requests and not self.invalid
+
+    def summary(self) -> str:
+        """`N/N requests byte-exact`, or the first request that differs and where."""
+        head = f"{self.exact}/{self.requests} requests byte-exact"
+        if self.first_mismatch is not None:
+            m = self.first_mismatch
+            head += f"; first mismatch at seq {m.seq}: {m.where} (recorded {m.expected[:16]}…, rebuilt {m.rebuilt[:16]}…)"
+        if self.skipped:
+            head += f"; {len(self.skipped)} not checkable"
+        return head
+
+
+def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: LoadCas) -> ReplayReport:
+    """Replay `run` (see the module docstring). `lines_by_run` holds the run's lines and, for a
+    fork, every run of its lineage (as `fold_run` takes them).
+
+    Raises `E_INVALID_ARGS` for an unknown run, `E_LEDGER_CORRUPT` (naming seq and field) for
+    lines the fold cannot place, and the CAS errors (`E_PATH_NOT_FOUND`, `E_LEDGER_CORRUPT`)
+    when a stored prefix is missing or damaged.
+    """
+    lin = lineage(lines_by_run, run)
+    folder = RunFolder()
+    prefixes: dict[str, Prefix] = {}
+    requests = exact = 0
+    first: Mismatch | None = None
+    skipped: list[tuple[int, str]] = []
+    invalid: list[tuple[int, str]] = []
+    hashes: list[tuple[int, str]] = []
+    for index, step in enumerate(lin.steps):
+        for rec in step.lines:
+            folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+            if rec.run != run or not rec.known or rec.kind is not Kind.MODEL_CALLED:
+                continue
+            called = rec.typed(ModelCalled)
+            if not called.request.hash:
+                skipped.append((rec.seq, "model_called records no request hash"))
+                continue
+            assembled = folder.prefix
+            if assembled is None or not assembled.prefix:
+                skipped.append((rec.seq, "no prompt_assembled with a stored prefix before it"))
+                continue
+            requests += 1
+            prefix = _prefix(assembled, prefixes, load, folder.prefix_seq)
+            where = _prefix_problem(prefix, assembled)
+            conv = folder.conversation
+            assert conv is not None
+            dialect = called.dialect or prefix.dialect
+            rendered = render_request(dialect, prefix.spec(conv.messages))
+            body = request_bytes(rendered.body)
+            digest = content_hash(body)
+            hashes.append((rec.seq, digest))
+            for v in validate(dialect, rendered.body):
+                invalid.append((rec.seq, v.rule))
+            if digest == called.request.hash:
+                exact += 1
+                continue
+            if first is None:
+                if where is None:
+                    n = called.request.bytes
+                    where = (
+                        f"the body is {len(body)} bytes, {n} were sent"
+                        if len(body) != n
+                        else f"same length ({n} bytes), different content"
+                    )
+                first = Mismatch(rec.seq, called.request.hash, digest, where)
+    return ReplayReport(run, requests, exact, first, tuple(skipped), tuple(invalid), tuple(hashes))
+
+
+def _prefix(assembled: PromptAssembled, cache: dict[str, Prefix], load: LoadCas, seq: int | None) -> Prefix:
+    locator_text = assembled.prefix or ""
+    found = cache.get(locator_text)
+    if found is None:
+        loc = parse_locator(locator_text)
+        if not isinstance(loc, CasLocator):
+            raise RunfoldError(
+                code=ErrorCode.LEDGER_CORRUPT,
+                action=f"read the frozen prefix {locator_text!r}",
+                subject=f"prompt_assembled at seq {seq}",
+                recovery="the prefix must be a cas: locator; the line was not written by this runfold",
+            )
+        found = Prefix.load(load(loc), f"{locator_text} (prompt_assembled at seq {seq})")
+        cache[locator_text] = found
+    return found
+
+
+def _prefix_problem(prefix: Prefix, assembled: PromptAssembled) -> str | None:
+    """Where the stored prefix disagrees with what prompt_assembled recorded, if anywhere."""
+    try:
+        prefix.check_against(assembled.segments, assembled.tools, "replay")
+    except RunfoldError as err:
+        return f"the stored prefix does not match prompt_assembled ({err.action})"
+    return None
