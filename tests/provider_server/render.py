@@ -133,7 +133,12 @@ def anthropic_stream_error(request_id: str) -> bytes:
 
 # OpenAI Chat Completions --------------------------------------------------------------------
 
-CHAT_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+CHAT_FINISH = {
+    "end_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
 
 
 def _chat_usage(u: Usage) -> dict[str, Any]:
@@ -340,14 +345,16 @@ def responses_items(reply: Reply, ctx: Ctx) -> list[dict[str, Any]]:
 
 def response_object(reply: Reply | None, ctx: Ctx, *, done: bool) -> dict[str, Any]:
     """A `response` object: finished (`done`) with output and usage, or the in-progress snapshot
-    that `response.created` carries. `max_tokens` ends as `incomplete` (`max_output_tokens`)."""
+    that `response.created` carries. `max_tokens` and `refusal` end `incomplete` (`max_output_tokens`,
+    `content_filter`)."""
     req = ctx.request
     status = "in_progress"
     incomplete = None
     if done and reply is not None:
-        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-        if status == "incomplete":
-            incomplete = {"reason": "max_output_tokens"}
+        reason = {"max_tokens": "max_output_tokens", "refusal": "content_filter"}.get(reply.stop_reason)
+        status = "completed" if reason is None else "incomplete"
+        if reason is not None:
+            incomplete = {"reason": reason}
     return {
         "id": response_id(ctx.n),
         "object": "response",

@@ -18,6 +18,7 @@ from typing import Any
 ANTHROPIC = "anthropic"
 OPENAI_CHAT = "openai-chat"
 OPENAI_RESPONSES = "openai-responses"
+DIALECTS = (ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES)
 
 
 @dataclass(frozen=True)

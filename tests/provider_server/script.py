@@ -15,8 +15,9 @@ from typing import Any
 
 from runfold.core.errors import invalid_args
 
-STOPS = ("end_turn", "tool_use", "max_tokens")
-"""Stop reasons a scripted reply may name; the dialects map them (`stop`/`tool_calls`/`length`)."""
+STOPS = ("end_turn", "tool_use", "max_tokens", "refusal")
+"""Stop reasons a scripted reply may name; the dialects map them (Chat: `stop`/`tool_calls`/
+`length`/`content_filter`; Responses: `completed`, or `incomplete` for max_tokens/refusal)."""
 
 FAULTS = ("http_429", "http_500", "http_529", "http_400_refusal", "cut_stream", "stream_error")
 """Injected faults. `http_*` answer with that status in the provider's error shape (`http_529`
@@ -104,6 +105,9 @@ def _block(raw: Any, where: str) -> dict[str, Any]:
         "redacted_thinking": ("data",),
         "tool_use": ("id", "name", "input"),
     }[kind]
+    if kind == "tool_use" and isinstance(raw.get("input"), dict):
+        # an object is accepted and kept as compact JSON text (as the scripted provider does)
+        raw = {**raw, "input": json.dumps(raw["input"], separators=(",", ":"), ensure_ascii=False)}
     for key in need:
         if not isinstance(raw.get(key), str):
             raise invalid_args(

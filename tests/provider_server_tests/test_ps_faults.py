@@ -206,6 +206,8 @@ def test_script_entry_forms() -> None:
     assert plain.stop_reason == "end_turn"
     assert isinstance(wrapped, Reply) and wrapped.stop_reason == "tool_use"
     assert isinstance(fault, Fault) and fault.retry_after_ms == 10
+    as_object = parse_entry({"content": [{"kind": "tool_use", "id": "t", "name": "f", "input": {"é": 1}}]})
+    assert isinstance(as_object, Reply) and as_object.blocks[0]["input"] == '{"é":1}'
 
 
 @pytest.mark.parametrize(

@@ -200,6 +200,18 @@ def test_chat_non_streaming_and_length_stop() -> None:
     assert second.choices[0].finish_reason == "length"
 
 
+def test_refusal_stop_in_each_dialect() -> None:
+    refused = {"content": [TEXT], "stop": "refusal"}
+    with ProviderServer([refused] * 3) as server:
+        a = ant(server).messages.create(model="m", max_tokens=64, messages=USER)
+        c = oai(server).chat.completions.create(model="m", messages=USER)
+        r = oai(server).responses.create(model="m", input="go")
+    assert a.stop_reason == "refusal"
+    assert c.choices[0].finish_reason == "content_filter"
+    assert r.status == "incomplete" and r.incomplete_details is not None
+    assert r.incomplete_details.reason == "content_filter"
+
+
 # OpenAI Responses -----------------------------------------------------------------------------
 
 
