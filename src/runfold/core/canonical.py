@@ -8,8 +8,7 @@ most 126) so that nothing non-canonical can ever be constructed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import blake3
 import orjson
@@ -90,11 +89,12 @@ def encode_json(value: Json) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
+class Envelope(NamedTuple):
     """One ledger line's fields, in the wire order of DESIGN.md §3.
 
     `data` is the payload as a JSON object; `addr` None and `ig` False are omitted on the wire.
+    An immutable NamedTuple: the verifier builds one per line, and a tuple is built ~10x faster
+    than a frozen dataclass.
     """
 
     v: int

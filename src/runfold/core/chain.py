@@ -10,15 +10,15 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+import blake3
 import orjson
 
 from runfold.core.canonical import (
     FORMAT_VERSION,
+    MAX_DEPTH,
     Envelope,
-    chain_hash,
     check_json,
     encode_line,
-    may_hold_float_or_depth,
 )
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.ids import ZERO_HASH
@@ -104,28 +104,77 @@ def parse_envelope(raw: bytes) -> Envelope | None:
         obj: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(obj, dict):
+    return _envelope_of(obj)
+
+
+def _envelope_of(obj: Any) -> Envelope | None:
+    """The Envelope of a parsed line, or None when a field is missing or of the wrong type."""
+    if type(obj) is not dict:
         return None
-    for key in _ENVELOPE_KEYS:
-        value = obj.get(key)
-        if value is None or type(value) is not _TYPES[key]:
-            return None
+    # Fast path: the keys are exactly a canonical envelope's, in wire order, without addr.
+    shape = _PLAIN_SHAPES.get(tuple(obj))
+    if shape is not None:
+        values = tuple(obj.values())
+        if tuple(map(type, values)) == shape and (len(values) == 8 or values[8] is True):
+            return _new_envelope(Envelope, values + _NO_ADDR[len(values) - 8])
+    try:
+        v, run, seq, prev = obj["v"], obj["run"], obj["seq"], obj["prev"]
+        t, who, kind, data = obj["t"], obj["who"], obj["kind"], obj["data"]
+    except KeyError:
+        return None
+    if (type(v), type(run), type(seq), type(prev), type(t), type(who), type(kind), type(data)) != _FIELD_TYPES:
+        return None
     addr = obj.get("addr")
     ig = obj.get("ig", False)
     if (addr is not None and type(addr) is not str) or type(ig) is not bool:
         return None
-    return Envelope(
-        v=obj["v"],
-        run=obj["run"],
-        seq=obj["seq"],
-        prev=obj["prev"],
-        t=obj["t"],
-        who=obj["who"],
-        kind=obj["kind"],
-        data=obj["data"],
-        addr=addr,
-        ig=ig,
+    return _new_envelope(Envelope, (v, run, seq, prev, t, who, kind, data, addr, ig))
+
+
+_FIELD_TYPES = (int, str, int, str, int, str, str, dict)
+_PLAIN_SHAPES: dict[tuple[str, ...], tuple[type, ...]] = {
+    ("v", "run", "seq", "prev", "t", "who", "kind", "data"): _FIELD_TYPES,
+    ("v", "run", "seq", "prev", "t", "who", "kind", "data", "ig"): (*_FIELD_TYPES, bool),
+}
+_NO_ADDR: tuple[tuple[None, bool], tuple[None]] = ((None, False), (None,))
+_new_envelope = tuple.__new__
+_blake3 = blake3.blake3
+
+
+_KEY_ORDER: dict[tuple[bool, bool], tuple[str, ...]] = {
+    (has_addr, ig): (
+        ("v", "run", "seq", "prev", "t", "who")
+        + (("addr",) if has_addr else ())
+        + ("kind", "data")
+        + (("ig",) if ig else ())
     )
+    for has_addr in (False, True)
+    for ig in (False, True)
+}
+"""The envelope keys of a canonical line, by (addr present, ig true)."""
+
+
+def _needs_full_check(value: Any, depth: int) -> bool:
+    """True when parsed `data` may not be canonical in a way `orjson.dumps` would not show: a
+    float, nesting near MAX_DEPTH, or object keys out of code-point order. One pass over the
+    values; False lets the checker skip the path-naming `check_json` walk and `encode_line`."""
+    if depth >= MAX_DEPTH:
+        return True
+    if type(value) is dict:
+        if len(value) > 1:
+            keys = list(value)
+            if keys != sorted(keys):
+                return True
+        items: Any = value.values()
+    else:
+        items = value
+    for item in items:
+        t = type(item)
+        if t is float:
+            return True
+        if (t is dict or t is list) and _needs_full_check(item, depth + 1):
+            return True
+    return False
 
 
 class LineChecker:
@@ -155,7 +204,11 @@ class LineChecker:
         Returns the envelope and whether the line is known (False: an unknown kind with
         `ig:true`, which stays in the chain but must be skipped by folds). Raises LineRefused.
         """
-        env = parse_envelope(raw)
+        try:
+            obj: Any = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            obj = None
+        env = _envelope_of(obj)
         if env is None:
             raise refuse(
                 Fault.NOT_A_LINE,
@@ -193,13 +246,25 @@ class LineChecker:
                 self.where,
             )
         try:
-            if may_hold_float_or_depth(raw):
+            fast = not _needs_full_check(env.data, 1)
+            if not fast:
                 check_json(env.data)
-            canonical = encode_line(env, checked=True)
+            # With data floats-free and sorted, orjson re-serializing the parsed object to exactly
+            # `raw` with the envelope keys in wire order means `raw == encode_line(env)`.
+            if not (
+                fast
+                and tuple(obj) == _KEY_ORDER[(env.addr is not None, env.ig)]
+                and orjson.dumps(obj) == raw
+            ):
+                canonical = encode_line(env, checked=True)
+                if canonical != raw:
+                    raise refuse(
+                        Fault.NOT_CANONICAL, line_no, env.seq, _first_difference(raw, canonical), self.where
+                    )
         except (RunfoldError, TypeError, orjson.JSONEncodeError) as exc:
+            if isinstance(exc, LineRefused):
+                raise
             raise refuse(Fault.NOT_CANONICAL, line_no, env.seq, str(exc), self.where) from None
-        if canonical != raw:
-            raise refuse(Fault.NOT_CANONICAL, line_no, env.seq, _first_difference(raw, canonical), self.where)
         known = env.kind in self.known_kinds
         if not known and not env.ig:
             raise refuse(
@@ -210,7 +275,7 @@ class LineChecker:
                 self.where,
             )
         self.expected_seq += 1
-        self.head = chain_hash(raw)
+        self.head = _blake3(raw).hexdigest()  # = chain_hash(raw), inlined: it runs once per line
         return env, known
 
 
