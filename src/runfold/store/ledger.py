@@ -1,0 +1,802 @@
+"""The workspace ledger on disk: segments, the one-writer lock, group commit, torn tails (DESIGN.md §3).
+
+`Ledger` is the only code that writes ledger files. A writer holds an exclusive OS lock, verifies
+the whole chain on open, cuts a torn tail (and records it with one `log_truncated` line), and
+appends batches with one fsync each. Readers take no lock and read verified lines through the
+disposable index (`runfold.store.index`), so one run or one seq costs the size of the answer.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from runfold.core.address import address_problem
+from runfold.core.canonical import FORMAT_VERSION, I64_MIN, Envelope, chain_hash, encode_line
+from runfold.core.chain import LineChecker, LineRefused
+from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
+from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH, is_run_id
+from runfold.core.kinds import KNOWN_KIND_NAMES
+from runfold.core.payloads import LogTruncated, WorkspaceInitialized
+from runfold.core.records import Draft, Record
+from runfold.store.index import INDEX_FILE, Entry, LedgerIndex
+from runfold.store.layout import Layout, list_segments
+from runfold.store.verify import CHUNK_BYTES, Progress, scan
+
+SEGMENT_BYTES = 64 << 20
+"""A segment rolls over once it holds at least this many bytes (64 MiB)."""
+RUNTIME = "runtime"
+"""The author of lines the runtime writes about itself."""
+_I64_MAX = (1 << 63) - 1
+
+
+def now_ms() -> int:
+    """The wall clock as UTC milliseconds since the Unix epoch."""
+    return time.time_ns() // 1_000_000
+
+
+def _default_sync(fd: int) -> None:
+    (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+@dataclass
+class WriterIO:
+    """The two system calls a batch goes through; tests replace them to inject faults.
+
+    `pwrite(fd, data, offset) -> bytes written` and `sync(fd)` (fdatasync where available).
+    """
+
+    pwrite: Callable[[int, bytes, int], int] = field(default=os.pwrite)
+    sync: Callable[[int], None] = field(default=_default_sync)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _take_writer_lock(path: Path) -> int:
+    """Take the exclusive lock on `ledger.lock` and write our pid into it; returns the fd.
+
+    Raises `E_LEDGER_HELD` naming the holder's pid (as written in the file) when it is taken.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode("utf-8", "replace").strip() or "unknown"
+        os.close(fd)
+        raise RunfoldError(
+            ErrorCode.LEDGER_HELD,
+            f"open the ledger for writing (pid {holder} holds the writer lock)",
+            str(path),
+            f"another runfold process (pid {holder}) is writing this workspace; wait for it to "
+            "finish or stop it, then retry (readers such as verify and log need no lock)",
+            retry=Retry.YES,
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+class _Stale(Exception):
+    """Internal: a line read through the index did not match its row."""
+
+
+class Ledger:
+    """One workspace's ledger, opened as a reader or as the one writer.
+
+    Build it with `Ledger.create` or `Ledger.open`; use it as a context manager or call `close`.
+    A reader's view is the ledger as it was at open; a writer's view advances with its appends.
+    Not thread-safe: call it from one thread.
+    """
+
+    def __init__(self, ws: Path, *, writer: bool, segment_bytes: int, io: WriterIO | None) -> None:
+        self.ws = Path(ws).absolute()
+        self.layout = Layout(self.ws)
+        self.writer = writer
+        self.segment_bytes = segment_bytes
+        self.io = io or WriterIO()
+        self.torn_tail_bytes = 0
+        """Bytes of torn tail met on open (a writer cut them; a reader only skips them)."""
+        self._segments: list[tuple[int, Path]] = []
+        self._next_seq = 0
+        self._head = ZERO_HASH
+        self._lock_fd: int | None = None
+        self._index_lock_fd: int | None = None
+        self._index: LedgerIndex | None = None
+        self._fd: int | None = None
+        self._size = 0
+        self._read_fds: dict[int, int] = {}
+        self._poisoned: RunfoldError | None = None
+        self._closed = False
+        self._pending: list[Record] = []
+
+    # ---- opening ---------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, ws: Path, *, segment_bytes: int = SEGMENT_BYTES, io: WriterIO | None = None) -> Ledger:
+        """Create `<ws>/.runfold/` (and `ws` if missing), open it as the writer and append
+        `workspace_initialized` (who `runtime`, the nil run). Returns the writer.
+
+        Raises `E_INVALID_ARGS` when a ledger already exists there, `E_LEDGER_HELD` when another
+        process holds the writer lock.
+        """
+        layout = Layout(Path(ws).absolute())
+        if list_segments(layout.ledger_dir):
+            raise _exists(layout)
+        for d in (layout.ledger_dir, layout.cas_dir, layout.index_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        _fsync_dir(layout.root)
+        _fsync_dir(layout.ws)
+        ledger = cls.open(layout.ws, writer=True, segment_bytes=segment_bytes, io=io)
+        try:
+            if ledger.next_seq > 0:
+                raise _exists(layout)
+            ledger.append(
+                [Draft(WORKSPACE_RUN, RUNTIME, WorkspaceInitialized.KIND.value, WorkspaceInitialized())]
+            )
+        except BaseException:
+            ledger.close()
+            raise
+        return ledger
+
+    @classmethod
+    def open(
+        cls,
+        ws: Path,
+        *,
+        writer: bool,
+        segment_bytes: int = SEGMENT_BYTES,
+        io: WriterIO | None = None,
+        progress: Progress | None = None,
+    ) -> Ledger:
+        """Open the ledger of workspace `ws` (the directory holding `.runfold/`).
+
+        A reader takes no lock and checks the index against the ledger (rebuilding or extending
+        it from verified lines). A writer takes the lock, verifies the whole chain, cuts a torn
+        tail and appends exactly one `log_truncated {dropped_bytes}` for it.
+
+        Raises `E_PATH_NOT_FOUND` when there is no ledger, `E_LEDGER_HELD` (writer) naming the
+        holder's pid, `LineRefused` for any damage other than a torn tail (nothing is cut), and
+        `E_LEDGER_CORRUPT` when segments are misnamed or the ledger does not start at seq 0.
+        """
+        if segment_bytes < 1:
+            raise invalid_args("open the ledger", f"segment_bytes={segment_bytes}", "give a positive size")
+        self = cls(ws, writer=writer, segment_bytes=segment_bytes, io=io)
+        if not self.layout.ledger_dir.is_dir():
+            raise RunfoldError(
+                ErrorCode.PATH_NOT_FOUND,
+                "open the ledger",
+                str(self.layout.ledger_dir),
+                "run `runfold init` to create a workspace there, or pass --workspace DIR",
+            )
+        try:
+            if writer:
+                self._lock_fd = _take_writer_lock(self.layout.lock_path)
+            self._load(progress)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _load(self, progress: Progress | None) -> None:
+        self._segments = list_segments(self.layout.ledger_dir)
+        if self._segments and self._segments[0][0] != 0:
+            raise RunfoldError(
+                ErrorCode.LEDGER_CORRUPT,
+                f"open the ledger (its first segment {self._segments[0][1].name} does not start at seq 0)",
+                str(self.layout.ledger_dir),
+                "restore the missing segments from a copy; `runfold verify FILE` checks a lone segment",
+            )
+        if self.writer:
+            self._load_writer(progress)
+        else:
+            self._load_reader(progress)
+
+    def _open_index_file(self) -> LedgerIndex:
+        self.layout.index_dir.mkdir(parents=True, exist_ok=True)
+        path = self.layout.index_dir / INDEX_FILE
+        try:
+            return LedgerIndex(path)
+        except sqlite3.DatabaseError:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            return LedgerIndex(path)
+
+    def _index_lock(self, block: bool) -> int | None:
+        self.layout.index_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.layout.index_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd
+
+    def _index_valid(self, idx: LedgerIndex) -> bool:
+        """True when the index's last line is still at its place with its hash (DESIGN: the
+        index is checked against the ledger's length/head on open)."""
+        pos = idx.last_position()
+        if pos is None:
+            return True
+        seg, off, length = pos
+        path = self.layout.segment_path(seg)
+        try:
+            with open(path, "rb") as f:
+                f.seek(off)
+                data = f.read(length + 1)
+        except OSError:
+            return False
+        return len(data) == length + 1 and data[-1:] == b"\n" and chain_hash(data[:-1]) == idx.head
+
+    def _sink(self, idx: LedgerIndex) -> Callable[[int, int, int, str, Envelope], None]:
+        add = idx.add
+
+        def sink(seg: int, off: int, length: int, digest: str, env: Envelope) -> None:
+            add(env.seq, seg, off, length, digest, env.run)
+
+        return sink
+
+    def _load_writer(self, progress: Progress | None) -> None:
+        self._index_lock_fd = self._index_lock(block=True)
+        idx = self._index = self._open_index_file()
+        if not self._index_valid(idx):
+            idx.reset()
+        res = scan(
+            self._segments, LineChecker(), sink=self._sink(idx), sink_from=idx.next_seq, progress=progress
+        )
+        if idx.next_seq != res.next_seq:  # the index ran ahead of the ledger: rebuild it
+            idx.reset()
+            res = scan(self._segments, LineChecker(), sink=self._sink(idx), progress=progress)
+        self._next_seq, self._head = res.next_seq, res.head
+        if self._segments:
+            path = self._segments[-1][1]
+            self._fd = os.open(path, os.O_RDWR)
+            if res.torn_tail_bytes:
+                os.ftruncate(self._fd, res.end_offset)
+                self.io.sync(self._fd)
+            self._size = os.fstat(self._fd).st_size
+            if self._size != res.end_offset:  # pragma: no cover - scan and file disagree
+                raise RunfoldError(
+                    ErrorCode.STORAGE_FATAL,
+                    f"open the ledger (segment is {self._size} bytes, verified {res.end_offset})",
+                    str(path),
+                    "another process changed the file during open; make sure only runfold writes it, then reopen",
+                )
+        idx.flush()
+        self.torn_tail_bytes = res.torn_tail_bytes
+        if res.torn_tail_bytes:
+            self.append(
+                [
+                    Draft(
+                        WORKSPACE_RUN,
+                        RUNTIME,
+                        LogTruncated.KIND.value,
+                        LogTruncated.from_data({"dropped_bytes": res.torn_tail_bytes}),
+                    )
+                ]
+            )
+
+    def _load_reader(self, progress: Progress | None) -> None:
+        path = self.layout.index_dir / INDEX_FILE
+        idx: LedgerIndex | None = None
+        if path.exists():
+            try:
+                idx = LedgerIndex(path)
+            except (sqlite3.DatabaseError, OSError):
+                idx = None
+            if idx is not None and (idx.next_seq == 0 or not self._index_valid(idx)):
+                idx.close()
+                idx = None
+        if idx is None:
+            self._rebuild_reader_index(progress)
+            return
+        idx.autoflush = False
+        self._index = idx
+        pos = idx.last_position()
+        assert pos is not None
+        seg, off, length = pos
+        start = next((i for i, (s, _) in enumerate(self._segments) if s == seg), None)
+        if start is None:  # pragma: no cover - validated above
+            idx.close()
+            self._rebuild_reader_index(progress)
+            return
+        n = idx.next_seq
+        res = scan(
+            self._segments,
+            LineChecker(n, idx.head),
+            start_segment=start,
+            start_offset=off + length + 1,
+            line_no=n + 1,
+            sink=self._sink(idx),
+            sink_from=n,
+            progress=progress,
+        )
+        self._next_seq, self._head = res.next_seq, res.head
+        self.torn_tail_bytes = res.torn_tail_bytes
+        if res.lines:
+            self._reader_flush(idx)
+
+    def _reader_flush(self, idx: LedgerIndex) -> None:
+        """Persist catch-up rows when no writer holds the index (best effort; the index is a cache)."""
+        fd = self._index_lock(block=False)
+        if fd is None:
+            return
+        try:
+            if idx.flushed_rows_current():
+                idx.flush()
+        except (sqlite3.Error, OSError):
+            pass
+        finally:
+            os.close(fd)
+
+    def _rebuild_reader_index(self, progress: Progress | None) -> None:
+        fd = self._index_lock(block=False) if os.access(self.layout.root, os.W_OK) else None
+        idx: LedgerIndex
+        if fd is not None:
+            try:
+                idx = self._open_index_file()
+                idx.reset()
+            except (sqlite3.Error, OSError):
+                os.close(fd)
+                fd = None
+                idx = LedgerIndex(None)
+        else:
+            idx = LedgerIndex(None)
+        self._index = idx
+        try:
+            idx.autoflush = fd is not None
+            res = scan(self._segments, LineChecker(), sink=self._sink(idx), progress=progress)
+            if fd is not None:
+                idx.flush()
+        finally:
+            idx.autoflush = False
+            if fd is not None:
+                os.close(fd)
+        self._next_seq, self._head = res.next_seq, res.head
+        self.torn_tail_bytes = res.torn_tail_bytes
+
+    # ---- writing ---------------------------------------------------------------------
+
+    def append(self, drafts: Sequence[Draft]) -> list[Record]:
+        """Append a batch durably (group commit, DESIGN.md §3) and return its records.
+
+        Each draft gets `v` = FORMAT_VERSION, the next seq, the chain head as `prev` and, when its
+        `t` is None, the wall clock in ms. All lines go out in one write followed by one fsync;
+        seq/head advance only after the fsync. Raises `E_INVALID_ARGS` (nothing written) for a
+        bad draft (field named by its index in the batch); `E_STORAGE_FATAL` when the write or
+        fsync fails (the file is cut back to its pre-batch length and this writer refuses every
+        later append until reopened), or on a reader or a poisoned writer.
+
+        Lines staged earlier (`stage`) go out in the same write, before this batch.
+        """
+        records = self.stage(drafts)
+        self.flush()
+        return records
+
+    def stage(self, drafts: Sequence[Draft]) -> list[Record]:
+        """Give a batch its seq/prev/t and bytes now, without writing it (group commit with
+        staging, DESIGN.md §5: lines get their place when staged; durability comes at `flush`).
+
+        Returns the provisional records (final bytes and chain hashes). Staged lines continue the
+        chain after earlier staged lines; readers, `next_seq` and `head` see them only after
+        `flush`. Raises `E_INVALID_ARGS` for a bad draft (nothing staged, naming its index),
+        `E_STORAGE_FATAL` on a reader, closed or poisoned writer. Lines still staged when the
+        writer closes are dropped, as if the process had died before the fsync.
+        """
+        self._check_writable()
+        if not drafts:
+            return []
+        seq = self._next_seq + len(self._pending)
+        head = self._pending[-1].hash if self._pending else self._head
+        clock: int | None = None
+        records: list[Record] = []
+        for i, d in enumerate(drafts):
+            t = d.t
+            if t is None:
+                if clock is None:
+                    clock = now_ms()
+                t = clock
+            env = Envelope(
+                v=FORMAT_VERSION,
+                run=d.run,
+                seq=seq,
+                prev=head,
+                t=t,
+                who=d.who,
+                kind=d.kind,
+                data=_draft_data(d, i),
+                addr=d.addr,
+                ig=d.ig,
+            )
+            _check_draft(d, t, i)
+            raw = encode_line(env)
+            head = chain_hash(raw)
+            records.append(Record(env, raw, head))
+            seq += 1
+        self._pending.extend(records)
+        return records
+
+    @property
+    def staged(self) -> int:
+        """How many staged lines wait for the next `flush`."""
+        return len(self._pending)
+
+    def flush(self) -> int:
+        """Write every staged line in one write and make it durable with one fsync; returns the
+        number of lines written (0 when nothing was staged: no system call).
+
+        seq/head advance and the index learns the lines only after the fsync. Raises
+        `E_STORAGE_FATAL` when the write or fsync fails: the file is cut back to its pre-batch
+        length, the staged lines are dropped and this writer refuses every later append until
+        reopened (also raised on a reader, closed or poisoned writer).
+        """
+        self._check_writable()
+        if not self._pending:
+            return 0
+        records = self._pending
+        self._pending = []
+        self._roll_if_needed()
+        assert self._fd is not None
+        fd = self._fd
+        start = self._size
+        buf = b"\n".join(r.raw for r in records) + b"\n"
+        try:
+            written = 0
+            view = memoryview(buf)
+            while written < len(buf):
+                n = self.io.pwrite(fd, view[written:].tobytes() if written else buf, start + written)
+                if n <= 0:
+                    raise OSError("pwrite wrote no bytes")
+                written += n
+            self.io.sync(fd)
+        except OSError as exc:
+            self._poison(exc, start)
+            assert self._poisoned is not None
+            raise self._poisoned from exc
+        # durable: advance
+        seg = self._segments[-1][0]
+        idx = self._index
+        assert idx is not None
+        off = start
+        for rec in records:
+            n = len(rec.raw)
+            idx.add(rec.seq, seg, off, n, rec.hash, rec.env.run)
+            off += n + 1
+        self._size = start + len(buf)
+        self._next_seq = records[-1].seq + 1
+        self._head = records[-1].hash
+        return len(records)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise RunfoldError(
+                ErrorCode.STORAGE_FATAL,
+                "append to the ledger",
+                str(self.ws),
+                "this Ledger was closed; open it again",
+            )
+        if not self.writer:
+            raise RunfoldError(
+                ErrorCode.INVALID_ARGS,
+                "append to a ledger opened as a reader",
+                str(self.ws),
+                "open it with Ledger.open(ws, writer=True)",
+            )
+        if self._poisoned is not None:
+            raise self._poisoned
+
+    def _poison(self, exc: OSError, start: int) -> None:
+        assert self._fd is not None
+        rolled = "cut back to its pre-batch length"
+        try:
+            os.ftruncate(self._fd, start)
+            os.fsync(self._fd)
+        except OSError as again:
+            rolled = f"could not be cut back ({again}); the next writer's open verifies it"
+        self._poisoned = RunfoldError(
+            ErrorCode.STORAGE_FATAL,
+            f"append a batch at seq {self._next_seq} ({exc}); the file was {rolled}",
+            str(self._segments[-1][1]),
+            "free disk space or fix the storage error, then reopen the ledger (this writer refuses further appends)",
+        )
+
+    def _roll_if_needed(self) -> None:
+        if self._fd is not None and self._size < self.segment_bytes:
+            return
+        if self._fd is not None and self._size == 0:
+            return
+        path = self.layout.segment_path(self._next_seq)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            _fsync_dir(self.layout.ledger_dir)
+        except OSError:
+            os.close(fd)
+            raise
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = fd
+        self._size = 0
+        self._segments.append((self._next_seq, path))
+
+    # ---- reading ---------------------------------------------------------------------
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next line will get (= number of lines in this view)."""
+        return self._next_seq
+
+    @property
+    def head(self) -> str:
+        """BLAKE3 of the last line (64 lowercase hex; 64 zeros for an empty ledger)."""
+        return self._head
+
+    def segments(self) -> list[Path]:
+        """The segment files of this view, in chain order."""
+        return [p for _, p in self._segments]
+
+    def runs(self) -> list[str]:
+        """Every run id in order of first appearance, excluding the workspace (nil) run."""
+        return self._idx().runs()
+
+    def _idx(self) -> LedgerIndex:
+        if self._index is None or self._closed:
+            raise RunfoldError(
+                ErrorCode.INVALID_ARGS,
+                "read the ledger",
+                str(self.ws),
+                "this Ledger was closed; open it again",
+            )
+        return self._index
+
+    def _seq_range_error(self, seq: int, what: str) -> RunfoldError:
+        valid = f"0..{self._next_seq - 1}" if self._next_seq else "none (the ledger is empty)"
+        return invalid_args(
+            what,
+            f"seq {seq}",
+            f"give a seq in {valid} (the ledger's tail is seq {self._next_seq - 1})",
+        )
+
+    def record_at(self, seq: int) -> Record:
+        """The verified line at `seq`. Reads one line through the index.
+
+        Raises `E_INVALID_ARGS` naming the valid range when `seq` is outside it; `LineRefused`
+        when the ledger was changed on disk.
+        """
+        if not 0 <= seq < self._next_seq:
+            raise self._seq_range_error(seq, "read a line")
+        for attempt in (0, 1):
+            e = self._idx().entry(seq)
+            try:
+                if e is None:
+                    raise _Stale
+                return self._read_entry(e)
+            except _Stale:
+                self._after_stale(attempt, seq)
+        raise AssertionError("unreachable")
+
+    def run_records(self, run: str) -> list[Record]:
+        """The verified lines of `run` in seq order ([] when the run has none).
+
+        Cost is proportional to the run's lines (index lookup plus one read per line). Raises
+        `LineRefused` when the ledger was changed on disk.
+        """
+        for attempt in (0, 1):
+            entries = self._idx().run_entries(run)
+            try:
+                return [self._read_entry(e) for e in entries if e.seq < self._next_seq]
+            except _Stale:
+                self._after_stale(attempt, entries[0].seq if entries else 0)
+        raise AssertionError("unreachable")
+
+    def _after_stale(self, attempt: int, seq: int) -> None:
+        """An index read did not match the ledger: rebuild the index once (which re-verifies
+        the chain and raises LineRefused on damage); a second mismatch is corruption."""
+        if attempt == 0:
+            self._rebuild_index()
+            return
+        raise RunfoldError(
+            ErrorCode.LEDGER_CORRUPT,
+            f"read seq {seq} through the index",
+            str(self.layout.ledger_dir),
+            "run `runfold verify` to find the damaged line, then restore the ledger from a copy",
+        )
+
+    def _rebuild_index(self) -> None:
+        idx = self._idx()
+        end = self._next_seq
+        if self.writer:
+            idx.reset()
+            res = scan(self._segments, LineChecker(), sink=self._sink(idx))
+            idx.flush()
+        else:
+            idx.close()
+            self._index = None
+            self._rebuild_reader_index(None)
+            res_next = self._next_seq
+            if res_next < end:
+                raise RunfoldError(
+                    ErrorCode.LEDGER_CORRUPT,
+                    f"re-read the ledger (it now ends at seq {res_next - 1}, it had {end} lines)",
+                    str(self.layout.ledger_dir),
+                    "the ledger was cut by another tool; restore it from a copy",
+                )
+            self._next_seq = end
+            return
+        if res.next_seq != end or res.torn_tail_bytes:
+            raise RunfoldError(
+                ErrorCode.STORAGE_FATAL,
+                f"re-read the ledger (verified {res.next_seq} lines, this writer wrote {end})",
+                str(self.layout.ledger_dir),
+                "another process changed the ledger under this writer; stop it and reopen",
+            )
+
+    def _read_fd(self, seg: int) -> int:
+        fd = self._read_fds.get(seg)
+        if fd is None:
+            try:
+                fd = os.open(self.layout.segment_path(seg), os.O_RDONLY)
+            except OSError:
+                raise _Stale from None
+            self._read_fds[seg] = fd
+        return fd
+
+    def _read_entry(self, e: Entry) -> Record:
+        data = os.pread(self._read_fd(e.seg), e.len + 1, e.off)
+        if len(data) != e.len + 1 or data[-1] != 0x0A:
+            raise _Stale
+        raw = data[:-1]
+        checker = LineChecker(e.seq, e.prev, str(self.layout.segment_path(e.seg)))
+        try:
+            env, _ = checker.check(raw, e.seq + 1)
+        except LineRefused:
+            raise _Stale from None
+        if checker.head != e.hash:
+            raise _Stale
+        return Record(env, raw, e.hash)
+
+    def records(self, since: int = 0) -> Iterator[Record]:
+        """Every verified line from seq `since` to the end of this view, streamed in chunks.
+
+        The chain is checked line by line from the stored hash of `since - 1`, and the last line
+        against the head. Raises `E_INVALID_ARGS` when `since` is outside 0..next_seq;
+        `LineRefused` when the ledger was changed on disk.
+        """
+        end = self._next_seq
+        if not 0 <= since <= end:
+            raise invalid_args(
+                "read lines",
+                f"since={since}",
+                f"give a seq in 0..{end} ({end} reads nothing; the tail is seq {end - 1})",
+            )
+        if since == end:
+            return
+        e = self._idx().entry(since)
+        if e is None:
+            raise self._seq_range_error(since, "read lines")
+        checker = LineChecker(since, e.prev)
+        start = next(i for i, (s, _) in enumerate(self._segments) if s == e.seg)
+        off = e.off
+        seq = since
+        for _seg, path in self._segments[start:]:
+            checker.where = str(path)
+            with open(path, "rb") as f:
+                f.seek(off)
+                rest = b""
+                while seq < end:
+                    chunk = f.read(CHUNK_BYTES)
+                    if not chunk:
+                        break
+                    buf = rest + chunk if rest else chunk
+                    parts = buf.split(b"\n")
+                    rest = parts.pop()
+                    for raw in parts:
+                        env, _ = checker.check(raw, seq + 1)
+                        yield Record(env, raw, checker.head)
+                        seq += 1
+                        if seq == end:
+                            break
+            off = 0
+            if seq == end:
+                break
+        if seq != end or checker.head != self._head:
+            raise RunfoldError(
+                ErrorCode.LEDGER_CORRUPT,
+                f"read lines up to seq {end - 1} (read {seq - since}, head {checker.head[:16]}…)",
+                str(self.layout.ledger_dir),
+                "the ledger was changed on disk since it was opened; run `runfold verify` and restore it from a copy",
+            )
+
+    # ---- closing ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush the index, close files and release the locks. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pending = []  # staged, never flushed: dropped (DESIGN.md §5 durability points)
+        try:
+            if self._index is not None:
+                if self.writer and self._poisoned is None:
+                    self._index.close()
+                else:
+                    self._index.discard_and_close()
+        finally:
+            for fd in self._read_fds.values():
+                os.close(fd)
+            self._read_fds.clear()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            if self._index_lock_fd is not None:
+                os.close(self._index_lock_fd)
+                self._index_lock_fd = None
+            if self._lock_fd is not None:
+                try:
+                    os.ftruncate(self._lock_fd, 0)
+                finally:
+                    os.close(self._lock_fd)
+                    self._lock_fd = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _exists(layout: Layout) -> RunfoldError:
+    return invalid_args(
+        "create a workspace (a ledger already exists there)",
+        str(layout.ledger_dir),
+        "open the existing workspace instead, or choose another directory",
+    )
+
+
+def _draft_data(d: Draft, i: int) -> dict[str, object]:
+    try:
+        return d.data_object()
+    except TypeError as exc:
+        raise invalid_args(
+            "append a line", f"drafts[{i}].data ({exc})", "give a payload of the draft's kind"
+        ) from None
+
+
+def _check_draft(d: Draft, t: int, i: int) -> None:
+    """Refuse a draft the checker would refuse once written (so the writer never writes one)."""
+    if not is_run_id(d.run):
+        raise invalid_args(
+            "append a line",
+            f"drafts[{i}].run={d.run!r}",
+            "give a lowercase UUID (the nil UUID for workspace lines)",
+        )
+    if not isinstance(d.who, str) or not d.who:
+        raise invalid_args(
+            "append a line", f"drafts[{i}].who", "name the author: runtime, person or an agent identity"
+        )
+    if d.kind not in KNOWN_KIND_NAMES and not d.ig:
+        raise invalid_args(
+            "append a line",
+            f"drafts[{i}].kind={d.kind!r}",
+            "use a kind this build knows, or mark a foreign kind ig=True",
+        )
+    if d.addr is not None and (problem := address_problem(d.addr)) is not None:
+        raise invalid_args(
+            "append a line", f"drafts[{i}].addr={d.addr!r} ({problem})", "give a relative address"
+        )
+    if isinstance(t, bool) or not isinstance(t, int) or not I64_MIN <= t <= _I64_MAX:
+        raise invalid_args(
+            "append a line", f"drafts[{i}].t={t!r}", "give UTC milliseconds as an integer, or None"
+        )

@@ -1,0 +1,371 @@
+"""Streaming verification of ledger files, and the torn-tail rule (DESIGN.md §3).
+
+`scan` is the one loop that reads segment bytes and feeds every line to the core `LineChecker`;
+`Ledger.open` and `verify_path` both use it, so "what is a torn tail" and "which line is at
+fault" have one answer. It reads in big chunks and adds nothing per line beyond the checker
+except counting, so verification runs near the speed of hashing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runfold.core.canonical import Envelope, chain_hash
+from runfold.core.chain import Fault, LineChecker, LineRefused, parse_envelope, refuse
+from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.store.layout import RUNFOLD_DIR, list_segments, parse_segment_name
+
+CHUNK_BYTES = 4 << 20
+"""Bytes read per chunk (4 MiB); the progress callback fires once per chunk."""
+
+Progress = Callable[[int, int], None]
+"""`progress(done_bytes, total_bytes)`."""
+Sink = Callable[[int, int, int, str, Envelope], None]
+"""`sink(segment_first_seq, offset, length, hash, envelope)` for each verified line (bytes)."""
+SegmentList = Sequence[tuple[int | None, Path]]
+"""(first seq from the file name or None for a lone foreign file, path), in chain order."""
+
+_LINE_START = b'{"v":'
+
+
+@dataclass
+class ScanResult:
+    """What a scan verified. Offsets and lengths are bytes; `end_*` is just after the last
+    verified line (where an append, or a torn tail, starts)."""
+
+    lines: int = 0
+    first_seq: int | None = None
+    next_seq: int = 0
+    head: str = ""
+    bytes: int = 0
+    versions: set[int] = field(default_factory=set)
+    skipped_unknown: int = 0
+    torn_tail_bytes: int = 0
+    end_segment: int = -1
+    end_offset: int = 0
+
+
+def is_torn_tail(tail: bytes) -> bool:
+    """True when `tail` (from the first bad line to the end of the ledger) holds no valid line.
+
+    "Valid line" means bytes that parse as a ledger envelope: any later newline-separated line,
+    or any `{"v":` inside the tail (a line whose newline was damaged) up to the next newline.
+    Any such line means the damage is followed by history, which must be refused, never cut.
+    """
+    parts = tail.split(b"\n")
+    for later in parts[1:]:
+        if later and parse_envelope(later) is not None:
+            return False
+    p = tail.find(_LINE_START, 1)
+    while p != -1:
+        end = tail.find(b"\n", p)
+        if parse_envelope(tail[p : end if end != -1 else len(tail)]) is not None:
+            return False
+        p = tail.find(_LINE_START, p + 1)
+    return True
+
+
+def _read_line_at(segments: SegmentList, si: int, offset: int) -> bytes | None:
+    """The bytes of the line starting at `offset` in segment `si` (or the next non-empty
+    segment when that is the end of `si`), without its newline; None at the end of the ledger."""
+    while si < len(segments):
+        with open(segments[si][1], "rb") as f:
+            f.seek(offset)
+            out = bytearray()
+            while True:
+                block = f.read(1 << 16)
+                if not block:
+                    break
+                nl = block.find(b"\n")
+                if nl != -1:
+                    out += block[:nl]
+                    return bytes(out)
+                out += block
+            if out:
+                return bytes(out)
+        si, offset = si + 1, 0
+    return None
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read()
+
+
+class _Torn(Exception):
+    """Internal: the scan reached a torn tail of `size` bytes at `offset` of the last segment."""
+
+    def __init__(self, offset: int, size: int) -> None:
+        self.offset = offset
+        self.size = size
+
+
+def scan(
+    segments: SegmentList,
+    checker: LineChecker,
+    *,
+    start_segment: int = 0,
+    start_offset: int = 0,
+    line_no: int = 1,
+    sink: Sink | None = None,
+    sink_from: int = 0,
+    progress: Progress | None = None,
+    check_names: bool = True,
+) -> ScanResult:
+    """Verify every line from (`start_segment`, `start_offset`) to the end of the ledger.
+
+    `checker` carries the chain state (expected seq, head) and is advanced; `line_no` is the
+    1-based number of the first line read. `sink` receives each verified line whose seq is at
+    least `sink_from`. A torn tail (DESIGN.md §3) in the last segment stops the scan and is
+    reported in `torn_tail_bytes`; it is never cut here.
+
+    Raises `LineRefused` (core.chain) for the first bad line; a chain break whose next line is
+    intact is attributed to the line before it (that line's bytes were changed). Raises
+    `E_LEDGER_CORRUPT` when a segment's file name does not match the seq it continues at.
+    """
+    result = ScanResult(next_seq=checker.expected_seq, head=checker.head, first_seq=None)
+    result.end_segment = start_segment
+    result.end_offset = start_offset
+    total = 0
+    for si in range(start_segment, len(segments)):
+        try:
+            total += os.path.getsize(segments[si][1])
+        except OSError:
+            pass
+    total -= start_offset
+    done = 0
+    start_seq = checker.expected_seq
+    check = checker.check
+    versions = result.versions
+    skipped = 0
+    nbytes = 0
+    count = 0
+    try:
+        for si in range(start_segment, len(segments)):
+            name_seq, path = segments[si]
+            last = si == len(segments) - 1
+            pos = start_offset if si == start_segment else 0
+            if check_names and name_seq is not None and pos == 0 and name_seq != checker.expected_seq:
+                raise RunfoldError(
+                    ErrorCode.LEDGER_CORRUPT,
+                    f"continue the chain at seq {checker.expected_seq} in segment {path.name} "
+                    f"(its name says seq {name_seq})",
+                    str(path),
+                    "segments were renamed, removed or added by hand; restore the ledger directory from a copy",
+                )
+            where = str(path)
+            checker.where = where
+            with open(path, "rb") as f:
+                f.seek(pos)
+                rest = b""
+                while True:
+                    chunk = f.read(CHUNK_BYTES)
+                    if not chunk:
+                        break
+                    done += len(chunk)
+                    buf = rest + chunk if rest else chunk
+                    parts = buf.split(b"\n")
+                    rest = parts.pop()
+                    for raw in parts:
+                        try:
+                            env, known = check(raw, line_no)
+                        except LineRefused as exc:
+                            _on_refusal(exc, segments, si, pos, raw, line_no, checker, last)
+                            raise AssertionError("unreachable") from exc
+                        n = len(raw)
+                        if not known:
+                            skipped += 1
+                        versions.add(env.v)
+                        if sink is not None and env.seq >= sink_from:
+                            sink(name_seq if name_seq is not None else 0, pos, n, checker.head, env)
+                        pos += n + 1
+                        nbytes += n + 1
+                        line_no += 1
+                        count += 1
+                    if progress is not None:
+                        progress(done, total)
+                result.end_segment = si
+                result.end_offset = pos
+                if rest:
+                    _on_unterminated(rest, segments, si, pos, line_no, checker, last)
+    except _Torn as torn:
+        result.torn_tail_bytes = torn.size
+        result.end_offset = torn.offset
+    result.lines = count
+    result.bytes = nbytes
+    result.skipped_unknown = skipped
+    result.next_seq = checker.expected_seq
+    result.head = checker.head
+    result.first_seq = start_seq if count else None
+    return result
+
+
+def _on_refusal(
+    exc: LineRefused,
+    segments: SegmentList,
+    si: int,
+    pos: int,
+    raw: bytes,
+    line_no: int,
+    checker: LineChecker,
+    last: bool,
+) -> None:
+    """Decide what a refused line means: a torn tail (raise _Torn), a changed previous line
+    (re-raise attributed to it), or this line's own fault (re-raise as is)."""
+    if exc.fault is Fault.CHAIN_BREAK and line_no > 1:
+        following = _read_line_at(segments, si, pos + len(raw) + 1)
+        env = parse_envelope(following) if following is not None else None
+        if env is not None and env.prev == chain_hash(raw):
+            raise refuse(
+                Fault.CHAIN_BREAK,
+                line_no - 1,
+                checker.expected_seq - 1,
+                f"its bytes no longer hash to the prev of line {line_no}, which is intact (line "
+                f"{line_no + 1} links to it): this line was changed after it was written, or lines "
+                "are missing after it",
+                checker.where,
+            ) from None
+    if exc.fault is Fault.NOT_A_LINE and last:
+        tail = _read_from(segments[si][1], pos)
+        if is_torn_tail(tail):
+            raise _Torn(pos, len(tail))
+    raise exc
+
+
+def _on_unterminated(
+    rest: bytes,
+    segments: SegmentList,
+    si: int,
+    pos: int,
+    line_no: int,
+    checker: LineChecker,
+    last: bool,
+) -> None:
+    """Bytes after the last newline of a segment: a torn tail when it is the last segment and
+    they hold no line that verifies differently; otherwise the refusal."""
+    if not last:
+        raise refuse(
+            Fault.NOT_A_LINE,
+            line_no,
+            checker.expected_seq,
+            f"segment ends with {len(rest)} bytes and no newline, but later segments follow",
+            checker.where,
+        )
+    if parse_envelope(rest) is None:
+        if is_torn_tail(rest):
+            raise _Torn(pos, len(rest))
+        raise refuse(
+            Fault.NOT_A_LINE,
+            line_no,
+            checker.expected_seq,
+            "the bytes do not parse as a ledger line",
+            checker.where,
+        )
+    # A complete line without its newline: the write stopped just before "\n". It is cut as a
+    # torn tail only when it would verify (it was never acknowledged); anything else is damage.
+    LineChecker(checker.expected_seq, checker.head, checker.where, checker.known_kinds).check(rest, line_no)
+    raise _Torn(pos, len(rest))
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The outcome of `verify_path`.
+
+    `lines` verified lines; `first_seq`/`last_seq` their seq range (None when there are none);
+    `head` BLAKE3 of the last verified line (64 zeros when none); `bytes` verified bytes incl.
+    newlines; `seconds` wall time; `versions` format versions seen; `segments` files read;
+    `torn_tail_bytes` unparseable trailing bytes followed by no line (reported, never cut);
+    `skipped_unknown` lines of unknown kinds carried with `ig:true`; `start_note` explains a
+    verification that started mid-chain (a lone segment not starting at seq 0), else "".
+    """
+
+    path: str
+    lines: int
+    first_seq: int | None
+    last_seq: int | None
+    head: str
+    bytes: int
+    seconds: float
+    versions: frozenset[int]
+    segments: int
+    torn_tail_bytes: int
+    skipped_unknown: int
+    start_note: str = ""
+
+    @property
+    def mb_per_s(self) -> float:
+        """Throughput in MB/s (10^6 bytes per second); 0.0 when nothing was timed."""
+        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+
+def resolve_ledger(path: Path) -> tuple[list[tuple[int | None, Path]], bool]:
+    """The segments `path` names and whether it is a lone file.
+
+    `path` is a workspace dir, its `.runfold` dir, a ledger dir or one segment file.
+    Raises `E_PATH_NOT_FOUND` when it is none of these.
+    """
+    p = Path(path)
+    if p.is_file():
+        return [(parse_segment_name(p.name), p)], True
+    if p.is_dir():
+        for ledger_dir in (p / RUNFOLD_DIR / "ledger", p / "ledger", p):
+            if ledger_dir.is_dir() and (
+                list_segments(ledger_dir)
+                or ledger_dir.name == "ledger"
+                or ledger_dir == p / RUNFOLD_DIR / "ledger"
+            ):
+                return [(s, f) for s, f in list_segments(ledger_dir)], False
+    raise RunfoldError(
+        ErrorCode.PATH_NOT_FOUND,
+        "find a ledger to verify",
+        str(path),
+        "give a workspace directory, its .runfold or ledger directory, or one ledger-*.jsonl file",
+    )
+
+
+def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
+    """Verify a ledger read-only (DESIGN.md §3 "Verification of a line").
+
+    `path` is a workspace dir, a `.runfold` dir, a ledger dir or one segment file. A lone
+    segment (or a ledger dir) whose first line is not seq 0 starts the checker at that line's
+    seq and prev, and says so in `start_note`. `progress(done_bytes, total_bytes)` is called
+    once per 4 MiB chunk.
+
+    Raises `LineRefused` on the first bad line (1-based line number across the whole ledger,
+    seq, fault, next step); `E_LEDGER_CORRUPT` for a misnamed segment; `E_PATH_NOT_FOUND`
+    when `path` names no ledger. Never writes.
+    """
+    started = time.perf_counter()
+    segments, lone = resolve_ledger(Path(path))
+    checker = LineChecker()
+    note = ""
+    if segments:
+        first = _read_line_at(segments, 0, 0)
+        env = parse_envelope(first) if first is not None else None
+        if env is not None and env.seq != 0:
+            checker = LineChecker(env.seq, env.prev)
+            what = "segment" if lone else "ledger"
+            note = (
+                f"this {what} starts at seq {env.seq}: the chain was checked from its first line's "
+                "prev, not from seq 0"
+            )
+    res = scan(segments, checker, progress=progress, check_names=True)
+    return VerifyReport(
+        path=str(path),
+        lines=res.lines,
+        first_seq=res.first_seq,
+        last_seq=res.next_seq - 1 if res.lines else None,
+        head=res.head,
+        bytes=res.bytes,
+        seconds=time.perf_counter() - started,
+        versions=frozenset(res.versions),
+        segments=len(segments),
+        torn_tail_bytes=res.torn_tail_bytes,
+        skipped_unknown=res.skipped_unknown,
+        start_note=note,
+    )
