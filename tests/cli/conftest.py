@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -24,21 +25,38 @@ class Result:
     err: str
 
 
-def run_cli(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Result:
-    """Run `python -m runfold ARGS` (the installed package) and capture everything."""
-    full_env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
-    full_env.update({"NO_COLOR": "1", "COLUMNS": "200"})
-    if env:
-        full_env.update(env)
-    proc = subprocess.run(
-        [sys.executable, "-m", "runfold", *map(str, args)],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+def run_cli(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, process: bool = False) -> Result:
+    """Run `runfold ARGS` with `cwd` as the current directory and capture everything.
+
+    `process=True` runs the installed package in a real subprocess (`python -m runfold`);
+    otherwise the same typer app runs in this process through typer's CliRunner (much cheaper;
+    same group, same error handling and exit codes).
+    """
+    if process:
+        full_env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
+        full_env.update({"NO_COLOR": "1", "COLUMNS": "200"})
+        if env:
+            full_env.update(env)
+        proc = subprocess.run(
+            [sys.executable, "-m", "runfold", *map(str, args)],
+            cwd=cwd,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+    from typer.testing import CliRunner
+
+    from runfold.cli.main import app
+
+    run_env: dict[str, str | None] = {"RUNFOLD_WORKSPACE": None, "NO_COLOR": "1", "COLUMNS": "200"}
+    run_env.update(env or {})
+    with contextlib.chdir(cwd):
+        result = CliRunner().invoke(app, [str(a) for a in args], env=run_env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Result(result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture

@@ -23,12 +23,12 @@ def _no_traceback(*texts: str) -> None:
 
 def test_init_then_verify_then_refuse_second_init(tmp_path: Path) -> None:
     ws = tmp_path / "agents"
-    r = run_cli("init", "--workspace", ws, cwd=tmp_path)
+    r = run_cli("init", "--workspace", ws, cwd=tmp_path, process=True)
     assert r.code == 0, r.err
     assert str(ws) in r.out
     assert (ws / ".runfold" / "ledger").is_dir()
 
-    r = run_cli("verify", cwd=ws)  # found from the current directory
+    r = run_cli("verify", cwd=ws, process=True)  # found from the current directory
     assert r.code == 0, r.err
     assert "ok: 1 lines verified (seq 0..0)" in r.out
     assert "format version: 2" in r.out
@@ -38,7 +38,7 @@ def test_init_then_verify_then_refuse_second_init(tmp_path: Path) -> None:
     (line,) = [json.loads(x) for x in r.out.splitlines()]
     assert line["kind"] == "workspace_initialized" and line["seq"] == 0
 
-    r = run_cli("init", "-w", ws, cwd=tmp_path)
+    r = run_cli("init", "-w", ws, cwd=tmp_path, process=True)
     assert r.code == 2
     assert r.err.startswith("E_INVALID_ARGS: cannot initialize a workspace")
     assert "already holds a workspace" in r.err
@@ -56,7 +56,7 @@ def test_verify_honours_runfold_workspace(tmp_path: Path) -> None:
 
 
 def test_no_workspace_is_one_clear_line_exit_3(tmp_path: Path) -> None:
-    r = run_cli("log", cwd=tmp_path)
+    r = run_cli("log", cwd=tmp_path, process=True)
     assert r.code == 3
     assert r.err.startswith("E_PATH_NOT_FOUND: cannot find a workspace")
     assert "runfold init" in r.err
@@ -65,8 +65,9 @@ def test_no_workspace_is_one_clear_line_exit_3(tmp_path: Path) -> None:
 
 
 def test_verify_foreign_ledger(golden: Path) -> None:
-    r = run_cli("verify", golden, cwd=golden.parent)
+    r = run_cli("verify", golden, cwd=golden.parent, process=True)
     assert r.code == 0, r.err
+    assert r.err == ""  # no progress bar off a terminal
     assert "ok: 18 lines verified (seq 0..17)" in r.out
     assert f"head: {GOLDEN_HEAD}" in r.out
     assert "format version: 1" in r.out
@@ -101,7 +102,7 @@ def test_verify_flipped_prev_byte_names_line_and_seq(golden: Path, line_no: int)
     golden.write_bytes(b"\n".join(lines) + b"\n")
     before = golden.read_bytes()
 
-    r = run_cli("verify", golden, cwd=golden.parent)
+    r = run_cli("verify", golden, cwd=golden.parent, process=line_no == 8)
     assert r.code == 1
     assert r.out == ""
     (message,) = r.err.strip().splitlines()  # one message
@@ -134,7 +135,7 @@ def test_verify_not_canonical_line(golden: Path) -> None:
 
 def test_debug_shows_the_traceback(golden: Path) -> None:
     golden.write_bytes(golden.read_bytes().replace(b"narrow the search", b"narrow the seArch"))
-    r = run_cli("--debug", "verify", golden, cwd=golden.parent)
+    r = run_cli("--debug", "verify", golden, cwd=golden.parent, process=True)
     assert r.code != 0
     assert "Traceback" in r.err
     assert "LineRefused" in r.err
@@ -159,7 +160,7 @@ def test_log_timeline(golden: Path) -> None:
 
 
 def test_log_json_is_the_stored_lines(golden: Path) -> None:
-    r = run_cli("log", "-w", golden, "--json", cwd=golden.parent)
+    r = run_cli("log", "-w", golden, "--json", cwd=golden.parent, process=True)
     assert r.code == 0, r.err
     assert r.out.encode().splitlines() == _lines(golden)
     for text in r.out.splitlines():
@@ -254,7 +255,7 @@ def test_help_teaches_with_an_example(tmp_path: Path, verb: str) -> None:
 
 
 def test_top_level_help_lists_verbs_and_exit_codes(tmp_path: Path) -> None:
-    r = run_cli("--help", cwd=tmp_path)
+    r = run_cli("--help", cwd=tmp_path, process=True)
     assert r.code == 0
     for verb in ("init", "verify", "log", "show"):
         assert verb in r.out
