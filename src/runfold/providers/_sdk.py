@@ -1,0 +1,195 @@
+"""What the SDK-backed providers share: SDK exceptions mapped to `ProviderError`, retry-after
+headers read as ms, a send clock for first-byte/total µs, and delta callbacks (DESIGN.md §8).
+
+Both official SDKs (`anthropic`, `openai`) raise the same family of exceptions (status errors
+with the HTTP response, connection errors, stream cuts from their HTTP client); keeping the
+mapping here makes a 429 mean the same thing whichever provider answered it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import inspect
+import json
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from runfold.providers.base import ProviderError, StreamCallback, retryable_status
+
+JSON_HEADERS: Mapping[str, str] = {"content-type": "application/json"}
+"""The request headers the raw body is sent with (the SDKs add auth, version and user agent)."""
+
+
+def _http_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP client's transport errors (the SDKs use `httpx2`; plain `httpx` for older ones)."""
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        found.append(module.HTTPError)
+        found.append(module.StreamError)
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _http_errors()
+
+
+class Clock:
+    """µs since the request was sent: `first()` stamps the first streamed event once,
+    `took()` reads the total."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter_ns()
+        self.first_byte_us: int | None = None
+
+    def first(self) -> None:
+        if self.first_byte_us is None:
+            self.first_byte_us = (time.perf_counter_ns() - self._start) // 1000
+
+    def took(self) -> int:
+        return (time.perf_counter_ns() - self._start) // 1000
+
+
+async def emit(on_delta: StreamCallback | None, kind: str, text: str) -> None:
+    """Call the live-view callback with (block kind, text delta); awaits it when it is async."""
+    if on_delta is None or not text:
+        return
+    out = on_delta(kind, text)
+    if inspect.isawaitable(out):
+        await out
+
+
+def retry_after_ms(headers: Mapping[str, str] | Any, now: datetime | None = None) -> int | None:
+    """The server's back-off hint in ms: `retry-after-ms` (ms, may be fractional), else
+    `retry-after` (seconds, or an HTTP date). None when absent or unreadable."""
+    if headers is None:
+        return None
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            value = float(raw_ms)
+        except ValueError:
+            value = -1.0
+        if value >= 0:
+            return int(value)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0, int(float(raw) * 1000))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    delta = when - (now or datetime.now(UTC))
+    return max(0, int(delta.total_seconds() * 1000))
+
+
+def error_text(body: Any, fallback: str) -> tuple[str | None, str]:
+    """(error type, message) from a provider error body: Anthropic `{type: error, error: {type,
+    message}}`, OpenAI `{error: {message, type, code}}` or the inner object the SDK keeps."""
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        if isinstance(inner, Mapping):
+            body = inner
+        message = body.get("message")
+        kind = body.get("type") or body.get("code")
+        if isinstance(message, str) and message:
+            return (str(kind) if kind else None), message
+    if isinstance(body, str) and body:
+        return None, body
+    return None, fallback
+
+
+def map_sdk_error(err: BaseException, *, provider: str, key_hint: str | None = None) -> ProviderError:
+    """An SDK or transport exception as a `ProviderError`.
+
+    - a status error (any `APIStatusError`): `status` = the HTTP status, retryable for
+      408/409/429/5xx (`retryable_status`), `retry_after_ms` from the response headers, the
+      provider's own message; a 200 status means an `error` event inside the stream, retryable
+      unless its type is `invalid_request_error`;
+    - a connection error, a timeout or a cut stream: status None, retryable;
+    - anything else the SDK raises (e.g. a malformed event): status None, not retryable.
+    `key_hint` is appended to 401/403 messages (e.g. "no API key was sent: set ANTHROPIC_API_KEY").
+    """
+    status = getattr(err, "status_code", None)
+    response = getattr(err, "response", None)
+    if isinstance(status, int):
+        kind, message = error_text(getattr(err, "body", None), str(getattr(err, "message", err)))
+        label = f"{provider} HTTP {status}" + (f" {kind}" if kind else "")
+        if status == 200:
+            retryable = kind != "invalid_request_error"
+            return ProviderError(
+                f"{provider} stream error{f' {kind}' if kind else ''}: {message}",
+                status=None,
+                retryable=retryable,
+            )
+        if status in (401, 403) and key_hint:
+            message = f"{message} ({key_hint})"
+        return ProviderError(
+            f"{label}: {message}",
+            status=status,
+            retryable=retryable_status(status),
+            retry_after_ms=retry_after_ms(getattr(response, "headers", None)),
+        )
+    name = type(err).__name__
+    if "Timeout" in name or "Connection" in name or isinstance(err, TRANSPORT_ERRORS):
+        return ProviderError(
+            f"{provider} connection failed or the stream was cut ({name}: {err})", status=None, retryable=True
+        )
+    body = getattr(err, "body", None)
+    kind, message = error_text(body, str(err))
+    if body is not None and kind in ("server_error", "api_error", "overloaded_error", None):
+        # an error chunk inside an OpenAI stream (the SDK raises APIError without a status)
+        return ProviderError(f"{provider} stream error: {message}", status=None, retryable=True)
+    return ProviderError(f"{provider} failed ({name}: {message})", status=None, retryable=False)
+
+
+def cut_stream(provider: str, what: str) -> ProviderError:
+    """A stream that ended without its closing event: retryable, status None."""
+    return ProviderError(f"{provider} stream ended before {what} (cut stream)", status=None, retryable=True)
+
+
+def loads_exact(raw: bytes | str) -> Any:
+    """Parse JSON keeping every number's original spelling (see `dumps_exact`)."""
+    return json.loads(raw, parse_float=_Number, parse_int=_Number)
+
+
+class _Number(str):
+    """A JSON number kept as its source text."""
+
+
+def dumps_exact(value: Any) -> str:
+    """Compact JSON of a value from `loads_exact`: numbers written as they arrived (so `1.50`
+    stays `1.50`), strings as raw UTF-8, keys in their original order."""
+    if isinstance(value, _Number):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{dumps_exact(str(k))}:{dumps_exact(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(dumps_exact(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def refusal(provider: str, blocks: list[Any], why: str) -> ProviderError:
+    """The model refused to answer (Anthropic `stop_reason: refusal`, OpenAI `content_filter`):
+    not retryable; the message quotes the start of any text it gave."""
+    said = " ".join(str(b.get("text", "")) for b in blocks if b.get("kind") == "text").strip()
+    quoted = f": {said[:200]!r}" if said else ""
+    return ProviderError(f"{provider} refused the request ({why}){quoted}", status=None, retryable=False)
