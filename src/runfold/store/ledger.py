@@ -118,6 +118,7 @@ class Ledger:
         self._size = 0
         self._read_fds: dict[int, int] = {}
         self._poisoned: RunfoldError | None = None
+        self._cut_after_next_write = False
         self._closed = False
         self._pending: list[Record] = []
 
@@ -262,10 +263,7 @@ class Ledger:
         if self._segments:
             path = self._segments[-1][1]
             self._fd = os.open(path, os.O_RDWR)
-            if res.torn_tail_bytes:
-                os.ftruncate(self._fd, res.end_offset)
-                self.io.sync(self._fd)
-            self._size = os.fstat(self._fd).st_size
+            self._size = os.fstat(self._fd).st_size - res.torn_tail_bytes
             if self._size != res.end_offset:  # pragma: no cover - scan and file disagree
                 raise RunfoldError(
                     ErrorCode.STORAGE_FATAL,
@@ -276,6 +274,10 @@ class Ledger:
         idx.flush()
         self.torn_tail_bytes = res.torn_tail_bytes
         if res.torn_tail_bytes:
+            # The log_truncated line is written over the torn bytes and the file is cut right
+            # after it, before the one fsync: a crash leaves either the torn tail (cut again on
+            # the next open) or the cut recorded, never a silent cut.
+            self._cut_after_next_write = True
             self.append(
                 [
                     Draft(
@@ -451,6 +453,7 @@ class Ledger:
         fd = self._fd
         start = self._size
         buf = b"\n".join(r.raw for r in records) + b"\n"
+        cutting = self._cut_after_next_write
         try:
             written = 0
             view = memoryview(buf)
@@ -459,12 +462,15 @@ class Ledger:
                 if n <= 0:
                     raise OSError("pwrite wrote no bytes")
                 written += n
+            if cutting:
+                os.ftruncate(fd, start + len(buf))
             self.io.sync(fd)
         except OSError as exc:
-            self._poison(exc, start)
+            self._poison(exc, None if cutting else start)
             assert self._poisoned is not None
             raise self._poisoned from exc
         # durable: advance
+        self._cut_after_next_write = False
         seg = self._segments[-1][0]
         idx = self._index
         assert idx is not None
@@ -496,12 +502,17 @@ class Ledger:
         if self._poisoned is not None:
             raise self._poisoned
 
-    def _poison(self, exc: OSError, start: int) -> None:
+    def _poison(self, exc: OSError, start: int | None) -> None:
+        """Refuse every later append. `start` None: the batch was written over a torn tail, so
+        nothing is cut here (the next open finds a torn tail again and records its cut)."""
         assert self._fd is not None
         rolled = "cut back to its pre-batch length"
         try:
-            os.ftruncate(self._fd, start)
-            os.fsync(self._fd)
+            if start is None:
+                rolled = "left for the next open to check (the batch was written over a torn tail)"
+            else:
+                os.ftruncate(self._fd, start)
+                os.fsync(self._fd)
         except OSError as again:
             rolled = f"could not be cut back ({again}); the next writer's open verifies it"
         self._poisoned = RunfoldError(
@@ -512,7 +523,7 @@ class Ledger:
         )
 
     def _roll_if_needed(self) -> None:
-        if self._fd is not None and self._size < self.segment_bytes:
+        if self._fd is not None and (self._size < self.segment_bytes or self._cut_after_next_write):
             return
         if self._fd is not None and self._size == 0:
             return
