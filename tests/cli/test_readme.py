@@ -82,3 +82,27 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert command in ci
     assert "set -euo pipefail" in ci
     assert os.access(REPO / ".ci" / "run", os.X_OK)
+
+
+@pytest.mark.parametrize(("pytest_exit", "expected"), [(0, 0), (1, 1), (5, 5)])
+def test_ci_tail_fails_when_pytest_fails_or_collects_nothing(
+    tmp_path: Path, pytest_exit: int, expected: int
+) -> None:
+    """The end of `.ci/run` (after the venv is ready) with stub tools: pytest's status is the job's."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    tail = ci[ci.index("status=0") :]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, code in (("ruff", 0), ("mypy", 0), ("lint-imports", 0), ("pytest", pytest_exit)):
+        stub = bin_dir / tool
+        stub.write_text(f"#!/bin/sh\necho {tool} ran\nexit {code}\n")
+        stub.chmod(0o755)
+    proc = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + tail],
+        env={"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == expected
+    assert "pytest ran" in proc.stdout
