@@ -116,13 +116,22 @@ def _envelope_of(obj: Any) -> Envelope | None:
     if shape is not None:
         values = tuple(obj.values())
         if tuple(map(type, values)) == shape and (len(values) == 8 or values[8] is True):
-            return _new_envelope(Envelope, values + _NO_ADDR[len(values) - 8])
+            return _new_envelope(Envelope, values[:8] + _NO_ADDR[len(values) - 8])
     try:
         v, run, seq, prev = obj["v"], obj["run"], obj["seq"], obj["prev"]
         t, who, kind, data = obj["t"], obj["who"], obj["kind"], obj["data"]
     except KeyError:
         return None
-    if (type(v), type(run), type(seq), type(prev), type(t), type(who), type(kind), type(data)) != _FIELD_TYPES:
+    if (
+        type(v),
+        type(run),
+        type(seq),
+        type(prev),
+        type(t),
+        type(who),
+        type(kind),
+        type(data),
+    ) != _FIELD_TYPES:
         return None
     addr = obj.get("addr")
     ig = obj.get("ig", False)
@@ -136,7 +145,8 @@ _PLAIN_SHAPES: dict[tuple[str, ...], tuple[type, ...]] = {
     ("v", "run", "seq", "prev", "t", "who", "kind", "data"): _FIELD_TYPES,
     ("v", "run", "seq", "prev", "t", "who", "kind", "data", "ig"): (*_FIELD_TYPES, bool),
 }
-_NO_ADDR: tuple[tuple[None, bool], tuple[None]] = ((None, False), (None,))
+_NO_ADDR: tuple[tuple[None, bool], ...] = ((None, False), (None, True))
+"""The (addr, ig) ending an envelope read by the fast path: without ig, with `"ig":true`."""
 _new_envelope = tuple.__new__
 _blake3 = blake3.blake3
 
@@ -252,9 +262,7 @@ class LineChecker:
             # With data floats-free and sorted, orjson re-serializing the parsed object to exactly
             # `raw` with the envelope keys in wire order means `raw == encode_line(env)`.
             if not (
-                fast
-                and tuple(obj) == _KEY_ORDER[(env.addr is not None, env.ig)]
-                and orjson.dumps(obj) == raw
+                fast and tuple(obj) == _KEY_ORDER[(env.addr is not None, env.ig)] and orjson.dumps(obj) == raw
             ):
                 canonical = encode_line(env, checked=True)
                 if canonical != raw:
@@ -280,5 +288,8 @@ class LineChecker:
 
 
 def _first_difference(raw: bytes, canonical: bytes) -> str:
-    n = next((i for i, (a, b) in enumerate(zip(raw, canonical, strict=False)) if a != b), min(len(raw), len(canonical)))
+    n = next(
+        (i for i, (a, b) in enumerate(zip(raw, canonical, strict=False)) if a != b),
+        min(len(raw), len(canonical)),
+    )
     return f"byte {n} differs from the canonical encoding (found {raw[n : n + 12]!r}, canonical {canonical[n : n + 12]!r})"
