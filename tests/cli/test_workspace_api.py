@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,23 @@ def test_progress_bar_only_for_large_ledgers() -> None:
         assert large.bar is not None
     finally:
         large.close()
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_log_into_a_closed_pipe_ends_quietly(tmp_path: Path, as_json: bool) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    with ws.writer() as ledger:
+        ledger.append(
+            [
+                Draft(RUN_A, "person", "steer_received", SteerReceived(text=f"steer {i} " + "x" * 300))
+                for i in range(1000)
+            ]
+        )
+    args = [sys.executable, "-m", "runfold", "log", "-w", str(ws.root)] + (["--json"] if as_json else [])
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # read one line, then hang up (like `| head -1`)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0
+    assert "Traceback" not in err and err == ""

@@ -73,14 +73,23 @@ def error_object(error: RunfoldError) -> dict[str, Any]:
 # ---- consoles and output ------------------------------------------------------------------
 
 
+class _Console(Console):
+    """A rich console whose closed-pipe handling leaves the exit code to `RunfoldGroup`
+    (rich's default exits 1, which would read as "verification failed")."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def out_console() -> Console:
     """A console on the current stdout (created per call so test runners' captures work)."""
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    return _Console(file=sys.stdout, highlight=False, soft_wrap=True)
 
 
 def err_console() -> Console:
     """A console on the current stderr."""
-    return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    return _Console(file=sys.stderr, highlight=False, soft_wrap=True)
 
 
 def json_line(obj: Any) -> str:
