@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn, assert_never
+from typing import NoReturn, TypeVar, assert_never
 
 from runfold.core.canonical import encode_json
 from runfold.core.conversation import BlockSource, Conversation
@@ -39,6 +39,7 @@ from runfold.core.messages import Block, Message, reply_blocks
 from runfold.core.payloads import (
     ContextChanged,
     ModelReturned,
+    Payload,
     PromptAssembled,
     ResultOffloaded,
     RunForked,
@@ -50,6 +51,25 @@ from runfold.core.payloads import (
 from runfold.core.records import Record
 from runfold.core.speakers import render_opening, render_steer
 from runfold.core.tool_result import tool_result_block, tool_use_block_of
+
+P = TypeVar("P", bound=Payload)
+
+
+_PAYLOAD_CACHE: dict[str, Payload] = {}
+_PAYLOAD_CACHE_MAX = 1 << 16
+
+
+def typed(rec: Record, cls: type[P]) -> P:
+    """`rec.typed(cls)`, memoized by the line's chain hash (a line's payload is a pure function of
+    its bytes; folds at every seq of a run re-read the same lines). Raises like `Record.typed`."""
+    hit = _PAYLOAD_CACHE.get(rec.hash)
+    if isinstance(hit, cls):
+        return hit
+    payload = rec.typed(cls)
+    if len(_PAYLOAD_CACHE) >= _PAYLOAD_CACHE_MAX:
+        _PAYLOAD_CACHE.clear()
+    _PAYLOAD_CACHE[rec.hash] = payload
+    return payload
 
 
 class Decision(enum.StrEnum):
@@ -192,7 +212,7 @@ def fork_point(lines: Sequence[Record]) -> tuple[str, int] | None:
     """
     for rec in lines[:4]:
         if rec.known and rec.kind is Kind.RUN_FORKED:
-            forked = rec.typed(RunForked)
+            forked = typed(rec, RunForked)
             return forked.from_, forked.at_seq
     return None
 
@@ -385,7 +405,7 @@ class _Folder:
                 pass  # the lineage was resolved before the run's own lines
             case Kind.PROMPT_ASSEMBLED:
                 self._expect(rec, frozenset({Phase.IDLE, Phase.ASSEMBLED}), "a prompt assembled")
-                st.prefix = rec.typed(PromptAssembled)
+                st.prefix = typed(rec, PromptAssembled)
                 st.prefix_seq = rec.seq
                 st.phase = Phase.ASSEMBLED
             case Kind.PROMPT_SHAPE_COMPARED:
@@ -412,7 +432,7 @@ class _Folder:
                 self._expect(rec, live, "a steer received")
                 self._steer(rec)
             case Kind.CONTEXT_CHANGED:
-                changed = rec.typed(ContextChanged)
+                changed = typed(rec, ContextChanged)
                 if changed.region == "conversation":
                     raise RunfoldError(
                         ErrorCode.LOG_VERSION_UNSUPPORTED,
@@ -448,7 +468,7 @@ class _Folder:
 
     def _open(self, rec: Record, inherits: bool) -> None:
         st = self.st
-        started = rec.typed(RunStarted)
+        started = typed(rec, RunStarted)
         opening = started.opening
         if opening is None:
             opening = "inherited" if inherits else ("from_job" if started.job else "with_person")
@@ -486,7 +506,7 @@ class _Folder:
 
     def _reply(self, rec: Record) -> None:
         st = self.st
-        returned = rec.typed(ModelReturned)
+        returned = typed(rec, ModelReturned)
         try:
             blocks = reply_blocks(returned.message)
         except RunfoldError as exc:
@@ -516,7 +536,7 @@ class _Folder:
     def _tool_called(self, rec: Record) -> None:
         wave = self.st.wave
         assert wave is not None
-        call = rec.typed(ToolCalled)
+        call = typed(rec, ToolCalled)
         if call.id in wave.called:
             _corrupt(rec, "data.id", f"tool call {call.id!r} was already called in this wave")
         if call.id not in wave.use_ids:
@@ -533,7 +553,7 @@ class _Folder:
         st = self.st
         wave = st.wave
         assert wave is not None
-        result = rec.typed(ToolResult)
+        result = typed(rec, ToolResult)
         call_id = result.tool_use_id
         if call_id not in wave.use_ids and call_id not in wave.called:
             _corrupt(
@@ -575,7 +595,7 @@ class _Folder:
 
     def _offload(self, rec: Record) -> None:
         wave = self.st.wave
-        off = rec.typed(ResultOffloaded)
+        off = typed(rec, ResultOffloaded)
         if self.st.phase is not Phase.WAVE or wave is None or off.tool_use_id not in wave.results:
             _corrupt(
                 rec,
@@ -587,7 +607,7 @@ class _Folder:
         wave.results[off.tool_use_id] = ({**block, "content": offloaded_content(off)}, source)
 
     def _steer(self, rec: Record) -> None:
-        steer = rec.typed(SteerReceived)
+        steer = typed(rec, SteerReceived)
         try:
             text = render_steer(steer.source, steer.text)
         except RunfoldError as exc:
@@ -654,7 +674,6 @@ class RunFolder:
     def prefix_seq(self) -> int | None:
         """The seq of the last `prompt_assembled` fed, if any."""
         return self._folder.st.prefix_seq
-
 
 
 @dataclass(frozen=True)
