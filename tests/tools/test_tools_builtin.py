@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runfold.core.canonical import check_json
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.tools import Tool, ToolContext, ToolError, is_secret_name, scrub_env
-from runfold.tools.builtin import EDIT_FILE, EXEC, LIST_DIR, READ_FILE, SEARCH, WRITE_FILE
+from runfold.tools.builtin import EDIT_FILE, EXEC, LIST_DIR, READ_FILE, SEARCH, WRITE_FILE, _Capture
 
 
 def call(t: Tool, ctx: ToolContext, **args: Any) -> dict[str, Any]:
@@ -258,3 +260,52 @@ def test_special_files_and_blocked_parents_are_refused(ctx: ToolContext, room: P
     err = fails(WRITE_FILE, ctx, path="plain/child.txt", content="y")
     assert err.code is ErrorCode.INVALID_ARGS and "cannot be written there" in err.recovery
     assert (room / "plain").read_text() == "x"
+
+
+def test_cancelled_exec_kills_its_processes(ctx: ToolContext, room: Path) -> None:
+    from runfold.tools import ToolCallRequest, WaveCancelled, builtin_registry, execute_wave
+
+    async def main() -> WaveCancelled:
+        command = '{"command": "sleep 30 & echo $! > bg.pid; sleep 30"}'
+        task = asyncio.create_task(
+            execute_wave([ToolCallRequest("c1", "exec", command)], builtin_registry(), ctx)
+        )
+        for _ in range(400):  # until the command has started its background child
+            if (room / "bg.pid").exists() and (room / "bg.pid").read_text().strip():
+                break
+            await asyncio.sleep(0.025)
+        task.cancel()
+        with pytest.raises(WaveCancelled) as info:
+            await task
+        return info.value
+
+    cancelled = asyncio.run(main())
+    assert cancelled.outcomes[0].error is not None
+    assert cancelled.outcomes[0].error["code"] == "E_TOOL_OUTCOME_UNKNOWN"
+    bg = int((room / "bg.pid").read_text())
+    for _ in range(100):
+        if not _alive(bg):
+            break
+        time.sleep(0.05)
+    assert not _alive(bg)
+
+
+@settings(max_examples=150, deadline=None)
+@given(chunks=st.lists(st.binary(max_size=40), max_size=12), cap=st.integers(min_value=2, max_value=64))
+def test_capture_keeps_head_and_tail_within_the_cap(chunks: list[bytes], cap: int) -> None:
+    cap_ = _Capture(cap)
+    for chunk in chunks:
+        cap_.feed(chunk)
+    data = b"".join(chunks)
+    assert cap_.total == len(data)
+    if len(data) <= cap:
+        assert not cap_.truncated and cap_.text() == data.decode("utf-8", errors="replace")
+    else:
+        head, tail = data[: cap // 2], data[len(data) - (cap - cap // 2) :]
+        omitted = len(data) - len(head) - len(tail)
+        expected = (
+            head.decode("utf-8", errors="replace")
+            + f"\n…[{omitted} bytes omitted]…\n"
+            + tail.decode("utf-8", errors="replace")
+        )
+        assert cap_.truncated and cap_.text() == expected

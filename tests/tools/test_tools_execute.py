@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runfold.core.canonical import Envelope, chain_hash, encode_line
 from runfold.core.payloads import ToolResult
@@ -27,6 +29,7 @@ from runfold.tools import (
     execute_wave,
     tool_called_payload,
 )
+from runfold.tools.execute import canonical_args
 
 
 def req(i: int, name: str, **args: Any) -> ToolCallRequest:
@@ -355,3 +358,19 @@ def test_cache_seeded_from_ledger_records_answers_a_re_executed_wave(ctx: ToolCo
     )
     assert [(o.cached, o.result) for o in again] == [(True, {"runs": 1}), (False, {"runs": 3})]
     assert ran == ["a", "b", "c"]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(args=st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=5), seed=st.randoms())
+def test_argument_identity_ignores_key_order_and_spacing(args: dict[str, Any], seed: Any) -> None:
+    items = list(args.items())
+    seed.shuffle(items)
+    spaced = json.dumps(dict(items), indent=2, ensure_ascii=True)
+    assert canonical_args(spaced) == canonical_args(json.dumps(args, separators=(",", ":")))

@@ -9,6 +9,7 @@ durations in ms) and failures are `RunfoldError`s whose `to_data()` is the `tool
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import os
 import re
@@ -516,15 +517,27 @@ async def exec_command(
     cwd = ctx.ensure_room()
     out, err = _Capture(ctx.exec_output_max_bytes), _Capture(ctx.exec_output_max_bytes)
     started = time.monotonic_ns()
-    proc = await asyncio.create_subprocess_shell(
-        command,
-        cwd=cwd,
-        env=ctx.exec_env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_shell(
+            command,
+            cwd=cwd,
+            env=ctx.exec_env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
     )
+    try:
+        # shielded: a cancel while asyncio connects the pipes would kill only the shell and then
+        # wait for whatever it started to close the pipes
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            started_proc = await spawn
+            _kill_group(started_proc.pid)
+            await asyncio.wait_for(started_proc.wait(), 2)
+        raise
     readers = [asyncio.create_task(out.drain(proc.stdout)), asyncio.create_task(err.drain(proc.stderr))]
     timed_out = False
     try:
@@ -536,10 +549,12 @@ async def exec_command(
         _done, pending = await asyncio.wait([*readers, asyncio.create_task(proc.wait())], timeout=2)
         for task in pending:  # a process that left the group still holds the pipe
             task.cancel()
-    except BaseException:  # cancelled mid-run: kill everything, then let the cancel through
+    except BaseException:  # cancelled mid-run: kill everything, reap it, then let the cancel through
         _kill_group(proc.pid)
         for task in readers:
             task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(proc.wait(), 2)
         raise
     took_ms = (time.monotonic_ns() - started) // 1_000_000
     result: dict[str, Any] = {

@@ -328,6 +328,7 @@ async def execute_wave(
         return [o for o in outcomes[:index] if o is not None]  # all answered by then
 
     i = 0
+    since = time.perf_counter_ns()
     try:
         while i < len(prepared):
             if prepared[i].done is not None:
@@ -336,6 +337,7 @@ async def execute_wave(
             if prepared[i].writes:
                 if before_write is not None:
                     await before_write(prepared[i].call, earlier(i))
+                since = time.perf_counter_ns()
                 running = {i: asyncio.create_task(_run_one(prepared[i], ctx))}
                 outcomes[i] = await running[i]
                 running = {}
@@ -346,6 +348,7 @@ async def execute_wave(
                 if prepared[i].done is None:
                     group.append(i)
                 i += 1
+            since = time.perf_counter_ns()
             running = {j: asyncio.create_task(_run_one(prepared[j], ctx)) for j in group}
             results = await asyncio.gather(*running.values())
             for j, outcome in zip(group, results, strict=True):
@@ -360,7 +363,9 @@ async def execute_wave(
             if task.done() and not task.cancelled() and task.exception() is None:
                 outcomes[j] = task.result()
             else:
-                outcomes[j] = _outcome_unknown(prepared[j].call, "the run was cancelled mid-execution", 0)
+                outcomes[j] = _outcome_unknown(
+                    prepared[j].call, "the run was cancelled mid-execution", _us_since(since)
+                )
         complete = [
             o if o is not None else _not_started(p.call) for o, p in zip(outcomes, prepared, strict=True)
         ]
