@@ -369,6 +369,37 @@ class Workspace:
         ledger = self._ledger()
         return fold_api.why(_lineage_lines(ledger, rid), rid, at, since=since, tail=ledger.next_seq - 1)
 
+    def request_at(self, run: str, at: int | None = None, dialect: str | None = None) -> ConversationView:
+        """The conversation of `run` at the last safe cut point ≤ `at` rendered as the request
+        body of `dialect` (`anthropic`, `openai-chat`, `openai-responses`; None: the run's own
+        dialect from its frozen prefix, else `anthropic`), with the frozen prefix from the CAS when
+        the run recorded one, and the validator's verdict for every dialect. Raises like `fold`,
+        `E_INVALID_ARGS` for an unknown dialect, `E_PATH_NOT_FOUND` for a missing prefix object."""
+        from runfold.core.locator import CasLocator, parse_locator
+        from runfold.core.render import DIALECTS, RequestSpec, render
+        from runfold.core.render.spec import check_dialect
+        from runfold.core.validate import validate
+        from runfold.runtime.prefix import Prefix
+        from runfold.store.cas import Cas
+
+        fold = self.fold(run, at)
+        prefix: Prefix | None = None
+        locator = fold.prefix.prefix if fold.prefix is not None else None
+        if locator:
+            loc = parse_locator(locator)
+            if isinstance(loc, CasLocator):
+                cas = Cas(self._root if not self._bare else self._root.parent)
+                prefix = Prefix.load(cas.get_locator(loc), f"{locator} (prompt_assembled at seq {fold.prefix_seq})")
+        chosen = check_dialect(dialect or (prefix.dialect if prefix is not None else "anthropic"))
+        messages = fold.messages
+
+        def body_for(d: str) -> dict[str, Any]:
+            spec = prefix.spec(messages) if prefix is not None else RequestSpec(model="-", messages=messages)
+            return render(d, spec)
+
+        verdicts = {d: validate(d, body_for(d)) for d in DIALECTS}
+        return ConversationView(fold, chosen, body_for(chosen), verdicts, prefix is not None)
+
     # ---- runs: execute, replay, cost (issue 4) ----
     # The executor lives in runfold.runtime; these methods wire a workspace's writer, CAS,
     # config and tools into it.
@@ -556,6 +587,19 @@ class Workspace:
         overrides = parse_prices(prices_cfg) if isinstance(prices_cfg, dict) else None
         records = self.records(run=run) if run is not None else self.records()
         return cost_report(records, lambda model: price_of(model, overrides))
+
+
+@dataclass(frozen=True)
+class ConversationView:
+    """`Workspace.request_at`: the fold, the dialect rendered, the request body (key order as
+    sent), the validator's violations per dialect (`[]`: accepted), and whether the run's frozen
+    prefix (system segments, tools) was found and rendered (else the body holds messages only)."""
+
+    fold: fold_api.RunFold
+    dialect: str
+    body: dict[str, Any]
+    verdicts: dict[str, list[Any]]
+    with_prefix: bool
 
 
 def _lineage_lines(ledger: Ledger | _BareLedger, run: str) -> dict[str, list[Record]]:

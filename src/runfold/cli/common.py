@@ -34,11 +34,16 @@ EXIT_ERROR = 3
 """Any other runfold error: no workspace found, ledger held by another writer, storage failure."""
 EXIT_INTERNAL = 4
 """A bug in runfold (an exception that is not a RunfoldError); rerun with --debug."""
+EXIT_LIMIT = 5
+"""`runfold run`: the run ended at a limit (turn ceiling, empty reply, max_tokens stop)."""
+EXIT_CANCELLED = 6
+"""`runfold run`: the run was cancelled (Ctrl-C) and frozen as cancelled at a safe point."""
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 ok · 1 a ledger line failed verification · 2 bad usage or arguments · "
-    "3 other runfold error (the E_CODE line on stderr says which) · 4 internal error "
-    "(rerun with --debug for the traceback)."
+    "Exit codes: 0 ok (a run: done) · 1 a ledger line failed verification, or a replayed request "
+    "differs · 2 bad usage or arguments · 3 other runfold error, or a run frozen by an error (the "
+    "E_CODE line on stderr says which) · 4 internal error (rerun with --debug for the traceback) · "
+    "5 a run ended at a limit · 6 a run was cancelled."
 )
 
 _USAGE_CODES = frozenset({ErrorCode.INVALID_ARGS})
