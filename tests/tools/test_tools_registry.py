@@ -281,3 +281,12 @@ def test_tool_table_bytes_are_stable_across_processes() -> None:
     assert [row["name"] for row in table] == [*BUILTIN_NAMES, "count_words", "slow_echo"]
     for row in table:
         assert row["description"].strip() and row["input_schema"]["type"] == "object"
+
+
+def test_description_paragraphs_are_reflowed_but_lists_keep_their_lines() -> None:
+    doc = "Do a thing\nover two lines.\n\n- one\n- two\n\n    code\n    more\n\nEnd\nhere.\n\nArgs:\n    x: An\n        x.\n"
+    parsed = parse_docstring(doc)
+    assert (
+        parsed.description == "Do a thing over two lines.\n\n- one\n- two\n\n    code\n    more\n\nEnd here."
+    )
+    assert parsed.params == {"x": "An x."}

@@ -46,7 +46,8 @@ _NUMPY_ENTRY = re.compile(r"^\*{0,2}(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(:.*)?$")
 
 @dataclass(frozen=True)
 class ParsedDocstring:
-    """`description`: the text before the first section, dedented and stripped ("" if none);
+    """`description`: the text before the first section, dedented, each paragraph's hard-wrapped
+    lines joined by spaces (list items, indented and fenced lines keep their breaks; "" if none);
     `params`: parameter name → its description with continuation lines joined by one space."""
 
     description: str = ""
@@ -93,6 +94,27 @@ def _parse_entries(body: list[str], numpy: bool) -> dict[str, str]:
     return out
 
 
+_KEEP_BREAK = re.compile(r"^(\s|[-*+] |\d+[.)] |>|```|\|)")
+
+
+def _reflow(lines: list[str]) -> str:
+    """Join the hard-wrapped lines of each paragraph with single spaces; blank lines, indented
+    lines, list items, quotes, tables and code fences keep their line breaks."""
+    out: list[str] = []
+    for line in lines:
+        if (
+            out
+            and out[-1]
+            and line.strip()
+            and not _KEEP_BREAK.match(line)
+            and not _KEEP_BREAK.match(out[-1])
+        ):
+            out[-1] = out[-1].rstrip() + " " + line.strip()
+        else:
+            out.append(line.rstrip())
+    return "\n".join(out).strip()
+
+
 def parse_docstring(doc: str | None) -> ParsedDocstring:
     """Split a docstring into its description and its parameter descriptions.
 
@@ -120,7 +142,7 @@ def parse_docstring(doc: str | None) -> ParsedDocstring:
             i = start
             continue
         i += 1
-    description = "\n".join(lines[:first_section]).strip()
+    description = _reflow(lines[:first_section])
     params: dict[str, str] = {}
     for name, start, end in sections:
         if name in _PARAM_SECTIONS or name == "other parameters":
