@@ -1,0 +1,175 @@
+"""Benchmark of the file ledger (issue 2): durable appends next to SQLite, verify throughput next
+to raw BLAKE3, and one run's lines through the index next to a full scan.
+
+Usage: python bench/ledger.py [--quick]. Prints one table; the 1,000,000-line ledger of part (c)
+is cached under /tmp/runfold-bench-1m (delete it to rebuild).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import blake3
+
+from runfold.core.records import Draft
+from runfold.store.ledger import Ledger
+from runfold.store.verify import CHUNK_BYTES, verify_path
+
+RUN_FMT = "0190f6a2-7c4a-7bbb-9d1e-{:012x}"
+
+
+def draft(i: int, runs: int = 100) -> Draft:
+    return Draft(
+        RUN_FMT.format(i % runs),
+        "lab/room1",
+        "tool_result",
+        {
+            "tool_use_id": f"toolu_{i:08d}",
+            "name": "read_file",
+            "result": {"text": f"line {i}: the quick brown fox jumps over the lazy dog", "lines": [i, i + 1]},
+            "took_us": 1200 + i % 97,
+        },
+        addr="lab/room1",
+    )
+
+
+def bench_appends(root: Path, batch: int, batches: int) -> tuple[float, float]:
+    """Durable lines/s for runfold and for SQLite (WAL, synchronous=FULL), same line bytes."""
+    ws = root / f"append-{batch}"
+    raws: list[list[bytes]] = []
+    with Ledger.create(ws) as w:
+        t0 = time.perf_counter()
+        for b in range(batches):
+            recs = w.append([draft(b * batch + i) for i in range(batch)])
+            raws.append([r.raw for r in recs])
+        runfold_s = time.perf_counter() - t0
+    db = sqlite3.connect(str(root / f"append-{batch}.sqlite"), isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("CREATE TABLE lines (seq INTEGER PRIMARY KEY, line BLOB NOT NULL)")
+    seq = 0
+    t0 = time.perf_counter()
+    for lines in raws:
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO lines VALUES (?, ?)", [(seq + k, line) for k, line in enumerate(lines)])
+        db.execute("COMMIT")
+        seq += len(lines)
+    sqlite_s = time.perf_counter() - t0
+    db.close()
+    n = batch * batches
+    return n / runfold_s, n / sqlite_s
+
+
+def build(ws: Path, lines: int, runs: int, batch: int = 10_000) -> None:
+    with Ledger.create(ws) as w:
+        done = 1
+        while done < lines:
+            k = min(batch, lines - done)
+            w.append([draft(done + i, runs) for i in range(k)])
+            done += k
+
+
+def raw_blake3(path: Path) -> tuple[int, float]:
+    """Read the file in the same chunks as verify and BLAKE3 each line; (bytes, seconds)."""
+    t0 = time.perf_counter()
+    total = 0
+    with open(path, "rb") as f:
+        rest = b""
+        while chunk := f.read(CHUNK_BYTES):
+            parts = (rest + chunk).split(b"\n")
+            rest = parts.pop()
+            for line in parts:
+                blake3.blake3(line).digest()
+            total += len(chunk)
+    return total, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="small sizes (seconds, not minutes)")
+    args = ap.parse_args()
+    quick = args.quick
+    rows: list[tuple[str, str, str, str, str]] = []
+    tmp = Path(tempfile.mkdtemp(prefix="runfold-bench-"))
+    try:
+        # (a) durable appends
+        for batch, batches in (
+            (1, 100 if quick else 500),
+            (10, 50 if quick else 300),
+            (100, 20 if quick else 100),
+        ):
+            ours, theirs = bench_appends(tmp, batch, batches)
+            rows.append(
+                (
+                    f"(a) durable appends, batch {batch}",
+                    f"{ours:,.0f} lines/s",
+                    f"SQLite {theirs:,.0f} lines/s",
+                    f"{ours / theirs:.2f}",
+                    ">= 1.0",
+                )
+            )
+        # (b) verify throughput
+        ws = tmp / "verify"
+        build(ws, 20_000 if quick else 200_000, 100)
+        report = verify_path(ws)
+        seg = Ledger.open(ws, writer=False)
+        seg_path = seg.segments()[0]
+        seg.close()
+        nbytes, secs = raw_blake3(seg_path)
+        rows.append(
+            (
+                f"(b) verify {report.lines:,} lines",
+                f"{report.mb_per_s:.1f} MB/s",
+                f"BLAKE3 per line {nbytes / 1e6 / secs:.1f} MB/s",
+                f"{report.mb_per_s / (nbytes / 1e6 / secs):.2f}",
+                ">= 0.3",
+            )
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    # (c) one run through the index vs a full scan
+    lines, runs = (100_000, 1_000) if quick else (1_000_000, 10_000)
+    big = Path(f"/tmp/runfold-bench-{'100k' if quick else '1m'}")
+    marker = big / "built"
+    if not marker.exists():
+        shutil.rmtree(big, ignore_errors=True)
+        t0 = time.perf_counter()
+        build(big, lines, runs)
+        print(f"built {lines:,} lines in {time.perf_counter() - t0:.0f} s")
+        marker.write_text("ok")
+    target = RUN_FMT.format(runs // 2)
+    t0 = time.perf_counter()
+    reader = Ledger.open(big, writer=False)
+    open_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    via_index = reader.run_records(target)
+    index_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    via_scan = [r for r in reader.records() if r.run == target]
+    scan_s = time.perf_counter() - t0
+    reader.close()
+    assert [r.raw for r in via_index] == [r.raw for r in via_scan]
+    rows.append(
+        (
+            f"(c) {len(via_index)} lines of 1 run of {runs:,} in {lines:,}",
+            f"index {index_s * 1e3:.1f} ms (+open {open_s * 1e3:.1f} ms)",
+            f"full scan {scan_s:.2f} s",
+            f"{scan_s / index_s:,.0f}x ({scan_s / (index_s + open_s):,.0f}x with open)",
+            ">= 100x",
+        )
+    )
+    widths = [
+        max(len(r[i]) for r in [*rows, ("case", "runfold", "baseline", "ratio", "goal")]) for i in range(5)
+    ]
+    header = ("case", "runfold", "baseline", "ratio", "goal")
+    for row in (header, tuple("-" * w for w in widths), *rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
