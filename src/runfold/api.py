@@ -228,8 +228,8 @@ class Workspace:
         """Verified lines in seq order, filtered.
 
         `run`: a run id or unique prefix (see `resolve_run`); `kind`: one kind name or several;
-        `since`: only lines with seq ≥ since; `limit`: at most this many lines (the first ones
-        after the other filters). Raises `E_INVALID_ARGS` for an unknown kind name (nearby: the
+        `since`: only lines with seq ≥ since (past the tail gives []); `limit`: at most this many
+        lines (the first ones after the other filters). Raises `E_INVALID_ARGS` for an unknown kind name (nearby: the
         closest names), a negative `since`/`limit`, or a run prefix that is unknown/ambiguous;
         `LineRefused` when a line fails verification while reading.
         """
@@ -244,6 +244,8 @@ class Workspace:
         source: Iterable[Record]
         if run is not None:
             source = ledger.run_records(self.resolve_run(run))
+        elif since is not None and since >= ledger.next_seq:
+            source = ()  # past the tail: nothing yet (a filter, not an address)
         else:
             source = ledger.records(since=since or 0)
         out: list[Record] = []

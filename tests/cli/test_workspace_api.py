@@ -74,6 +74,7 @@ def test_records_filters(three_runs: Workspace) -> None:
     assert [r.seq for r in ws.records(since=2, limit=2)] == [2, 3]
     assert [r.seq for r in ws.records(run="0199", kind="steer_received")] == [6]
     assert ws.records(limit=0) == []
+    assert ws.records(since=8) == ws.records(since=100) == []
     with pytest.raises(RunfoldError) as bad_kind:
         ws.records(kind="steer_recieved")
     assert bad_kind.value.nearby[0] == "steer_received"
