@@ -14,11 +14,8 @@ from runfold.core.errors import invalid_args
 from runfold.core.kinds import Kind
 from runfold.core.struct import Struct
 
-field = dataclasses.field
-dataclass = dataclasses.dataclass(kw_only=True)
 
-
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class Payload(Struct):
     """A line's `data`. Subclasses set KIND."""
 
@@ -31,13 +28,13 @@ class Payload(Struct):
 # ---- small nested objects -------------------------------------------------------------
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class SkillRef(Struct):
     name: str = ""
     hash: str = ""
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class Segment(Struct):
     """One system segment of the frozen prefix: its slot name, BLAKE3 of its text, length in bytes."""
 
@@ -46,7 +43,7 @@ class Segment(Struct):
     len: int = 0
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class BytesRef(Struct):
     """A BLAKE3 hash of some bytes and their length (a request body, a tool table)."""
 
@@ -54,13 +51,13 @@ class BytesRef(Struct):
     bytes: int = 0
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class Evidence(Struct):
     kind: str = ""
     seq: int = 0
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class ForkPoint(Struct):
     WIRE: ClassVar[dict[str, str]] = {}
     run: str = ""
@@ -70,13 +67,13 @@ class ForkPoint(Struct):
 # ---- core kinds ------------------------------------------------------------------------
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class WorkspaceInitialized(Payload):
     KIND = Kind.WORKSPACE_INITIALIZED
     format: int = 2
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class RunStarted(Payload):
     KIND = Kind.RUN_STARTED
     OPTIONAL = frozenset(
@@ -87,7 +84,7 @@ class RunStarted(Payload):
     job: str | None = None
     parent: str | None = None
     predecessor: str | None = None
-    skills: list[SkillRef] = field(default_factory=list)
+    skills: list[SkillRef] = dataclasses.field(default_factory=list)
     dispatched_by: str | None = None
     policy: dict[str, Json] | None = None
     opening: str | None = None
@@ -98,7 +95,7 @@ class RunStarted(Payload):
 OPENINGS = ("from_job", "inherited", "with_person")
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class RunForked(Payload):
     KIND = Kind.RUN_FORKED
     WIRE: ClassVar[dict[str, str]] = {"from_": "from"}
@@ -106,7 +103,7 @@ class RunForked(Payload):
     at_seq: int = 0
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class SessionOpened(Payload):
     KIND = Kind.SESSION_OPENED
     OPTIONAL = frozenset({"from_"})
@@ -115,25 +112,25 @@ class SessionOpened(Payload):
     carried: bool = False
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class PromptAssembled(Payload):
     """The frozen prefix: system segments, the tool table, the cache breakpoints sent, and the
     CAS locator of the whole prefix document (so replay works after sources changed)."""
 
     KIND = Kind.PROMPT_ASSEMBLED
     OPTIONAL = frozenset({"prefix"})
-    segments: list[Segment] = field(default_factory=list)
-    tools: BytesRef = field(default_factory=BytesRef)
-    breakpoints: list[str] = field(default_factory=list)
+    segments: list[Segment] = dataclasses.field(default_factory=list)
+    tools: BytesRef = dataclasses.field(default_factory=BytesRef)
+    breakpoints: list[str] = dataclasses.field(default_factory=list)
     prefix: str | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class PromptShapeCompared(Payload):
     """What moved since the previous request; also where the conversation is marked sent (§6)."""
 
     KIND = Kind.PROMPT_SHAPE_COMPARED
-    system_moved: list[str] = field(default_factory=list)
+    system_moved: list[str] = dataclasses.field(default_factory=list)
     tools_moved: bool = False
     conversation: str = "first"
     messages: int = 0
@@ -143,24 +140,24 @@ class PromptShapeCompared(Payload):
 CONVERSATION_SHAPES = ("first", "extended", "reopened", "rewritten")
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class ModelCalled(Payload):
     KIND = Kind.MODEL_CALLED
     OPTIONAL = frozenset({"attempt", "dialect"})
     model: str = ""
-    request: BytesRef = field(default_factory=BytesRef)
+    request: BytesRef = dataclasses.field(default_factory=BytesRef)
     dialect: str | None = None
     attempt: int | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class ModelReturned(Payload):
     """A reply: `message` is the internal message `{content: [blocks]}` (DESIGN.md §8);
     `usage` holds token counts (input, output, cache_read, cache_write)."""
 
     KIND = Kind.MODEL_RETURNED
     OPTIONAL = frozenset({"stop", "usage", "billed_usd_micros", "first_at", "took_us"})
-    message: dict[str, Json] = field(default_factory=dict)
+    message: dict[str, Json] = dataclasses.field(default_factory=dict)
     calls: int = 0
     stop: str | None = None
     usage: dict[str, Json] | None = None
@@ -169,7 +166,7 @@ class ModelReturned(Payload):
     took_us: int | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class ToolCalled(Payload):
     """`args` is the model's arguments: an object, or their original JSON text as a string."""
 
@@ -177,12 +174,12 @@ class ToolCalled(Payload):
     OPTIONAL = frozenset({"subject", "effect"})
     id: str = ""
     name: str = ""
-    args: Json = field(default_factory=dict)
+    args: Json = dataclasses.field(default_factory=dict)
     subject: str | None = None
     effect: str | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class ToolResult(Payload):
     """Exactly one of `result` (an object) or `error` (a §11 error object) is present; with
     neither given, `result` defaults to `{}`. Giving both raises `E_INVALID_ARGS`."""
@@ -207,7 +204,7 @@ class ToolResult(Payload):
         super().__post_init__()
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class ResultOffloaded(Payload):
     """A large tool result moved to the CAS; the window keeps `head` plus the locator (§10)."""
 
@@ -218,14 +215,14 @@ class ResultOffloaded(Payload):
     bytes: int = 0
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class SteerReceived(Payload):
     KIND = Kind.STEER_RECEIVED
     source: str = "user"
     text: str = ""
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class SignalEnqueued(Payload):
     KIND = Kind.SIGNAL_ENQUEUED
     OPTIONAL = frozenset({"target"})
@@ -236,48 +233,48 @@ class SignalEnqueued(Payload):
     target: str | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class SignalConsumed(Payload):
     KIND = Kind.SIGNAL_CONSUMED
     signal: str = ""
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class ContextChanged(Payload):
     """A change to a window region with its cause (DESIGN.md §10)."""
 
     KIND = Kind.CONTEXT_CHANGED
     region: str = ""
     cause: str = ""
-    added: list[Json] = field(default_factory=list)
-    removed: list[Json] = field(default_factory=list)
+    added: list[Json] = dataclasses.field(default_factory=list)
+    removed: list[Json] = dataclasses.field(default_factory=list)
     token_delta: int = 0
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class RunPolicyChanged(Payload):
     KIND = Kind.RUN_POLICY_CHANGED
-    policy: dict[str, Json] = field(default_factory=dict)
+    policy: dict[str, Json] = dataclasses.field(default_factory=dict)
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class CheckpointCommitted(Payload):
     KIND = Kind.CHECKPOINT_COMMITTED
     OPTIONAL = frozenset({"job"})
     job: str | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class HandoffWritten(Payload):
     KIND = Kind.HANDOFF_WRITTEN
-    must_read: list[str] = field(default_factory=list)
+    must_read: list[str] = dataclasses.field(default_factory=list)
     overview: str = ""
     progress: str = ""
     context: str = ""
     next_step: str = ""
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class CancelReceived(Payload):
     KIND = Kind.CANCEL_RECEIVED
     OPTIONAL = frozenset({"signal"})
@@ -285,7 +282,7 @@ class CancelReceived(Payload):
     signal: str | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class WatchdogFired(Payload):
     """A retry or stall guard fired: `reason` (e.g. `http_429`, `stream_cut`, `repeat`)."""
 
@@ -297,7 +294,7 @@ class WatchdogFired(Payload):
     delay_ms: int | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class BudgetLimit(Payload):
     KIND = Kind.BUDGET_LIMIT
     budget: str = ""
@@ -305,14 +302,14 @@ class BudgetLimit(Payload):
     limit: int = 0
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class ProviderDegraded(Payload):
     KIND = Kind.PROVIDER_DEGRADED
     provider: str = ""
     detail: str = ""
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class GateDenied(Payload):
     KIND = Kind.GATE_DENIED
     OPTIONAL = frozenset({"tool_use_id"})
@@ -322,7 +319,7 @@ class GateDenied(Payload):
     tool_use_id: str | None = None
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class RunFrozen(Payload):
     KIND = Kind.RUN_FROZEN
     OPTIONAL = frozenset({"evidence", "cause", "error"})
@@ -335,25 +332,25 @@ class RunFrozen(Payload):
 COMPLETIONS = ("done", "limit", "cancelled")
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class LogTruncated(Payload):
     KIND = Kind.LOG_TRUNCATED
     dropped_bytes: int = 0
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class EvalRun(Payload):
     KIND = Kind.EVAL_RUN
     probe: str = ""
     version: int = 0
     predecessor: str = ""
     kept: int = 0
-    lost: list[int] = field(default_factory=list)
-    before: list[str] = field(default_factory=list)
-    after: list[str] = field(default_factory=list)
+    lost: list[int] = dataclasses.field(default_factory=list)
+    before: list[str] = dataclasses.field(default_factory=list)
+    after: list[str] = dataclasses.field(default_factory=list)
 
 
-@dataclass
+@dataclasses.dataclass(kw_only=True)
 class CacheRenewed(Payload):
     KIND = Kind.CACHE_RENEWED
     reason: str = ""
