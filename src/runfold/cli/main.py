@@ -64,6 +64,9 @@ def _register() -> None:
     from runfold.cli import validate_cmds
 
     validate_cmds.register(app)
+    from runfold.cli import fold_cmds
+
+    fold_cmds.register(app)
     from runfold.cli import run_cmds
 
     run_cmds.register(app)

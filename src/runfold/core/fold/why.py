@@ -24,7 +24,7 @@ REGIONS: tuple[str, ...] = ("system", "tools", "conversation")
 yet; their `context_changed` lines appear as changes)."""
 UNATTRIBUTED = "unattributed"
 """The label shown for a part or change with no cause of its own."""
-TOKEN_ESTIMATE = "tokens are estimated as bytes/4 rounded up (not a tokenizer count)"
+TOKEN_ESTIMATE = "estimated: bytes/4 rounded up, not a tokenizer count"
 
 
 def estimate_tokens(n_bytes: int) -> int:
