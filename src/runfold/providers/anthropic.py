@@ -51,7 +51,9 @@ class AnthropicProvider:
     variable. `base_url`: None reads `ANTHROPIC_BASE_URL`, else the SDK's default (no `/v1`).
     `timeout_s`: seconds the SDK waits for the response (and between streamed events).
     `client`: an `anthropic.AsyncAnthropic` to reuse (its retries are not used: pass
-    `max_retries=0`).
+    `max_retries=0`). Call settings the run loop renders with (`[providers.anthropic]` in
+    config.toml): `max_tokens` (output tokens), `stream`, `thinking` (e.g. `{type: enabled,
+    budget_tokens: 2048}`), `temperature_milli` (per-mille).
     """
 
     dialect = DIALECT
@@ -64,8 +66,16 @@ class AnthropicProvider:
         base_url: str | None = None,
         timeout_s: float = 600.0,
         client: Any = None,
+        max_tokens: int = 4096,
+        stream: bool = True,
+        thinking: dict[str, Any] | None = None,
+        temperature_milli: int | None = None,
     ) -> None:
         self.model = model
+        self.max_tokens = max_tokens
+        self.stream = stream
+        self.thinking = thinking
+        self.temperature_milli = temperature_milli
         sdk = _import_sdk()
         key = api_key if api_key is not None else os.environ.get(KEY_ENV)
         self._keyless = not key

@@ -17,7 +17,9 @@ class OpenAICompatProvider(OpenAIChatProvider):
     """`openai-compat:<model>@<base-url>`: Chat Completions at `base_url` (e.g.
     `http://localhost:11434/v1` for Ollama; the SDK appends `/chat/completions`).
 
-    Raises `E_INVALID_ARGS` when `base_url` is not an http(s) URL."""
+    `api_key`: sent when given (the registry passes `OPENAI_API_KEY`), else no credentials;
+    `settings`: the call settings of `OpenAIBase`. Raises `E_INVALID_ARGS` when `base_url` is not
+    an http(s) URL."""
 
     provider_name = "OpenAI-compatible server"
 
@@ -29,6 +31,7 @@ class OpenAICompatProvider(OpenAIChatProvider):
         api_key: str | None = None,
         timeout_s: float = 600.0,
         client: Any = None,
+        **settings: Any,
     ) -> None:
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise invalid_args(
@@ -36,5 +39,7 @@ class OpenAICompatProvider(OpenAIChatProvider):
                 "openai-compat:<model>@<base-url>",
                 "give the server's http(s) URL including /v1, e.g. openai-compat:llama3@http://localhost:11434/v1",
             )
-        super().__init__(model, api_key=api_key or "", base_url=base_url, timeout_s=timeout_s, client=client)
+        super().__init__(
+            model, api_key=api_key or "", base_url=base_url, timeout_s=timeout_s, client=client, **settings
+        )
         self.provider_name = f"OpenAI-compatible server at {base_url}"

@@ -50,7 +50,9 @@ class OpenAIBase:
     OpenAI-compatible server may not need them; OpenAI answers 401, reported naming the
     variable). `base_url`: None reads `OPENAI_BASE_URL`, else the SDK default (it includes
     `/v1`). `timeout_s`: seconds the SDK waits for the response and between streamed events.
-    `client`: an `openai.AsyncOpenAI` to reuse.
+    `client`: an `openai.AsyncOpenAI` to reuse. Call settings the run loop renders with
+    (`[providers.<family>]` in config.toml): `max_tokens` (output tokens), `stream`, `thinking`
+    (e.g. `{effort: low, summary: auto}`), `temperature_milli` (per-mille).
     """
 
     dialect = OPENAI_CHAT
@@ -64,8 +66,16 @@ class OpenAIBase:
         base_url: str | None = None,
         timeout_s: float = 600.0,
         client: Any = None,
+        max_tokens: int = 4096,
+        stream: bool = True,
+        thinking: dict[str, Any] | None = None,
+        temperature_milli: int | None = None,
     ) -> None:
         self.model = model
+        self.max_tokens = max_tokens
+        self.stream = stream
+        self.thinking = thinking
+        self.temperature_milli = temperature_milli
         self._sdk = _import_sdk()
         key = api_key if api_key is not None else os.environ.get(KEY_ENV)
         self._keyless = not key
