@@ -128,7 +128,7 @@ def provider_from_spec(
         path = Path(model)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        return ScriptedProvider.from_file(path, dialect=extra or "anthropic", **settings)
+        return ScriptedProvider.from_file(path, dialect=extra, **settings)
     if family == "local":
         cls = _load("local", "LocalProvider", spec)
         provider: Provider = cls(model=model or None, **settings)

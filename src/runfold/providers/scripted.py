@@ -131,6 +131,8 @@ def load_script(path: Path) -> list[ScriptEntry]:
             raw = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise invalid_args("read script line", where, f"each line is one JSON object ({exc})") from None
+        if isinstance(raw, dict) and "recorded" in raw:
+            continue  # a recording's header (providers/recording.py), read by `from_file`
         out.append(parse_entry(raw, where))
     return out
 
@@ -175,10 +177,26 @@ class ScriptedProvider:
 
     @classmethod
     def from_file(
-        cls, path: Path, *, dialect: str = "anthropic", model: str = SCRIPT_MODEL
+        cls, path: Path, *, dialect: str | None = None, model: str | None = None, **settings: Any
     ) -> ScriptedProvider:
-        """A scripted provider over the JSONL file at `path` (see `load_script` for errors)."""
-        return cls(load_script(path), dialect=dialect, model=model, source=str(path))
+        """A scripted provider over the JSONL file at `path` (see `load_script` for errors).
+
+        A recording made with `--record` (providers/recording.py) starts with a header of the
+        dialect, model and call settings it was rendered with; they are the defaults here, so the
+        replayed run sends the same request bytes. Without one: `anthropic`, model `script`."""
+        from runfold.providers.recording import read_header
+
+        header = read_header(Path(path)) or {}
+        keys = ("max_tokens", "stream", "thinking", "temperature_milli")
+        merged: dict[str, Any] = {k: header[k] for k in keys if k in header}
+        merged.update(settings)
+        return cls(
+            load_script(path),
+            dialect=dialect or header.get("dialect") or "anthropic",
+            model=model or header.get("model") or SCRIPT_MODEL,
+            source=str(path),
+            **merged,
+        )
 
     @classmethod
     def of(cls, entries: Iterable[Mapping[str, Any]], **kwargs: Any) -> ScriptedProvider:
