@@ -9,6 +9,7 @@ structure parallel to the messages, for the `why` fold.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -94,10 +95,11 @@ class Conversation:
     `E_INVALID_ARGS` naming the seq of the offending line; a refused call changes nothing.
     """
 
-    __slots__ = ("_held", "_messages", "_open_calls", "_replied", "_sent", "_sent_counts", "_sources")
+    __slots__ = ("_held", "_ids", "_messages", "_open_calls", "_replied", "_sent", "_sent_counts", "_sources")
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
+        self._ids: set[str] = set()  # every tool_use id in the messages (kept, not rescanned)
         self._sources: list[list[BlockSource]] = []
         self._sent = 0
         self._sent_counts: list[int] | None = None
@@ -157,6 +159,7 @@ class Conversation:
         """An independent copy (a fold may branch it, e.g. to plan a fork)."""
         other = Conversation()
         other._messages = self.messages
+        other._ids = set(self._ids)
         other._sources = self.sources
         other._sent = self._sent
         other._sent_counts = None if self._sent_counts is None else list(self._sent_counts)
@@ -257,11 +260,7 @@ class Conversation:
     # ---- assistant replies and tool results --------------------------------------------
 
     def _all_tool_use_ids(self) -> set[str]:
-        ids: set[str] = set()
-        for m in self._messages:
-            if m["role"] == "assistant":
-                ids.update(_tool_use_ids(m["content"]))
-        return ids
+        return set(self._ids)  # a copy: callers add to it
 
     def add_reply(self, blocks: Sequence[Block], source: BlockSource) -> bool:
         """Add an assistant reply (the content of `model_returned.message`).
@@ -310,6 +309,7 @@ class Conversation:
         self._messages.append({"role": "assistant", "content": content})
         self._sources.append([source] * len(content))
         self._open_calls = _tool_use_ids(content)
+        self._ids.update(self._open_calls)
         return True
 
     def add_tool_results(
@@ -408,6 +408,7 @@ class Conversation:
 
         # Commit (nothing above changed state).
         if extra_calls:
+            self._ids.update(str(c["id"]) for c in extra_calls)
             if last_is_reply:
                 self._messages[-1]["content"].extend(extra_calls)
                 self._sources[-1].extend(extra_sources)
@@ -424,8 +425,9 @@ class Conversation:
         stays held. Returns whether a reply was dropped."""
         if not self._open_calls:
             return False
-        self._messages.pop()
+        dropped = self._messages.pop()
         self._sources.pop()
+        self._ids.difference_update(_tool_use_ids(dropped["content"]))
         self._open_calls = []
         return True
 
@@ -442,7 +444,7 @@ class Conversation:
         problem = self.sendable_problem()
         if problem is not None:
             raise invalid_args(f"mark conversation sent ({problem})", "the conversation", _SENDABLE_RECOVERY)
-        counts = [len(m["content"]) for m in self._messages]
+        counts = _content_counts(self._messages)
         shape = _shape_of_counts(self._sent_counts, counts)
         if shape == "rewritten":  # unreachable by construction; a bug if it ever happens
             raise RunfoldError(
@@ -460,7 +462,7 @@ class Conversation:
         """The shape `mark_sent` would return now, without marking: `first`, `extended`,
         `reopened`, or `rewritten` (which never happens unless the invariant is broken). Cheap:
         O(messages). The run loop may assert it is not `rewritten` before sending."""
-        return _shape_of_counts(self._sent_counts, [len(m["content"]) for m in self._messages])
+        return _shape_of_counts(self._sent_counts, _content_counts(self._messages))
 
     # ---- inheritance -----------------------------------------------------------------
 
@@ -501,6 +503,7 @@ class Conversation:
                         "cut the mother at a safe point outside a wave",
                     )
             conv._messages.append({"role": role, "content": blocks})
+            conv._ids.update(_tool_use_ids(blocks))
             conv._sources.append(list(srcs))
             expected = "assistant" if role == "user" else "user"
         if conv._messages and conv._messages[-1]["role"] == "assistant":
@@ -516,6 +519,14 @@ class Conversation:
 _SENDABLE_RECOVERY = (
     "assemble a request only when the last message is a user message and every tool call has its result"
 )
+
+
+def _content_counts(messages: list[Message]) -> list[int]:
+    """Blocks per message (C-level loop: this runs once per request over the whole history)."""
+    return list(map(len, map(_CONTENT, messages)))
+
+
+_CONTENT = operator.itemgetter("content")
 
 
 def _shape_of_counts(previous: list[int] | None, current: list[int]) -> Shape:
