@@ -427,6 +427,7 @@ class Workspace:
         system: str | None = None,
         retry: RetryPolicy | None = None,
         fork: tuple[str, int] | None = None,
+        record: str | Path | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
 
@@ -443,7 +444,11 @@ class Workspace:
         - `system`: replaces the default system text; `retry`: the back-off policy;
         - `fork`: `(run, at_seq)` — start as a fork of that run (id or prefix) cut at the last
           safe point ≤ `at_seq` and continue it (DESIGN.md §7); `task` then replaces the
-          mother's task when not empty.
+          mother's task when not empty;
+        - `record`: append every answer of the provider (faults included) to this JSONL file as
+          a scripted-model session with a header of the dialect, model and call settings, so
+          `model="script:<file>"` replays the run to the same request hashes
+          (`runfold.providers.recording`).
 
         Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
         `E_INVALID_ARGS` for a bad SPEC, room or tool; `E_LEDGER_HELD` when another process
@@ -476,6 +481,10 @@ class Workspace:
             provider = provider_from_spec(spec, workspace_config=cfg, base_dir=Path.cwd())
         else:
             provider = model
+        if record is not None:
+            from runfold.providers.recording import RecordingProvider
+
+            provider = RecordingProvider(provider, record)
         if builtin_tools is None:
             names = defaults.get("tools")
             builtin_tools = list(names) if isinstance(names, list) else True

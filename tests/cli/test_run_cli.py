@@ -167,7 +167,8 @@ def test_record_writes_a_script_that_replays_the_same_requests(ws: Path) -> None
     recorded = ws.parent / "session.jsonl"
     code, first, _ = run_json(ws, "list", "--model", spec, "--record", recorded)
     assert code == 0 and first["recorded"] == str(recorded)
-    lines = [json.loads(x) for x in recorded.read_text().splitlines()]
+    header, *lines = [json.loads(x) for x in recorded.read_text().splitlines()]
+    assert header["recorded"]["dialect"] == "anthropic" and header["recorded"]["model"] == "script"
     assert [e["stop"] for e in lines] == ["tool_use", "end_turn"]
     assert lines[1]["usage"] == {"input": 50, "output": 3, "cache_read": 7, "cache_write": 0}
     code, second, _ = run_json(ws, "list", "--model", f"script:{recorded}")

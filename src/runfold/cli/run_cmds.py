@@ -11,9 +11,8 @@ import asyncio
 import contextlib
 import signal
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
-import orjson
 import typer
 
 from runfold.api import CostReport, ReplayReport, RunOutcome, Workspace
@@ -56,37 +55,6 @@ RUN_EPILOG = (
 
 
 # ---- run ----------------------------------------------------------------------------------
-
-
-class _Recorder:
-    """`--record FILE`: every reply of the run as one scripted-model line (`script:FILE` plays
-    the session back): `{"content": [blocks], "stop", "usage"}`, written as each reply lands."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.file: IO[bytes] = path.open("wb")
-        self.replies = 0
-
-    def on_event(self, record: Record) -> None:
-        if record.env.kind != "model_returned":
-            return
-        data = record.env.data
-        message = data.get("message") if isinstance(data, dict) else None
-        content = message.get("content", []) if isinstance(message, dict) else []
-        entry: dict[str, Any] = {"content": content}
-        if isinstance(data, dict) and isinstance(data.get("stop"), str):
-            entry["stop"] = data["stop"]
-        usage = data.get("usage") if isinstance(data, dict) else None
-        if isinstance(usage, dict):
-            entry["usage"] = {
-                k: usage[k] for k in ("input", "output", "cache_read", "cache_write") if k in usage
-            }
-        self.file.write(orjson.dumps(entry) + b"\n")
-        self.file.flush()
-        self.replies += 1
-
-    def close(self) -> None:
-        self.file.close()
 
 
 class _Interrupts:
@@ -229,15 +197,14 @@ def run_cmd(
     require_key(spec)
     console = err_console() if json else out_console()
     view = LiveView(console, fancy=console.is_terminal)
-    recorder = _Recorder(record) if record is not None else None
+    if record is not None:
+        record.unlink(missing_ok=True)  # a fresh recording per run
     last_safe: list[int] = []
 
     def on_event(rec: Record) -> None:
         if rec.env.kind in ("model_returned", "tool_result"):
             last_safe.append(rec.seq)
         view.on_event(rec)
-        if recorder is not None:
-            recorder.on_event(rec)
 
     kwargs: dict[str, Any] = {
         "goal": goal,
@@ -246,6 +213,7 @@ def run_cmd(
         "max_turns": max_turns,
         "on_event": on_event,
         "on_delta": view.on_delta,
+        "record": record,
     }
     try:
         with view:
@@ -256,8 +224,6 @@ def run_cmd(
         ctx.exit(EXIT_CANCELLED)
         return
     finally:
-        if recorder is not None:
-            recorder.close()
         ws.close()
     fork_at = last_safe[-1] if last_safe else None
     nexts = _next_commands(outcome.run_id, fork_at)
