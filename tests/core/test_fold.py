@@ -173,6 +173,24 @@ def test_world_conversations(world: Any) -> None:
     assert "resume" in causes
 
 
+def test_no_request_a_fold_produces_is_rejected(world: Any) -> None:
+    """Every safe point of every run of the test ledgers (the built world and the foreign one):
+    the folded conversation, and the one a fork there inherits, pass the validator."""
+    _, _, records = world
+    checked = 0
+    for lines in (lines_of(records), group_by_run(read_fixture())):
+        for run in lines:
+            if run == "00000000-0000-0000-0000-000000000000":
+                continue
+            for cut in safe_points(lines, run):
+                fold = fold_run(lines, run, cut)
+                assert check_valid(fold.inherited().messages) == [], (run, cut)
+                if not fold.conversation.held:
+                    assert check_valid(fold.messages) == [], (run, cut)
+                checked += 1
+    assert checked > 25
+
+
 # ---- refusals -------------------------------------------------------------------------------------
 
 

@@ -147,6 +147,20 @@ def test_fork_at_every_seq_of_every_run(world: Any) -> None:
     ws.verify()
 
 
+def test_no_request_a_fold_produces_is_rejected(world: Any) -> None:
+    """Every safe point of every run of the fork world, forks of forks included."""
+    ws, _, _ = world
+    lines = lines_of(ws.records())
+    for run in lines:
+        if run == "00000000-0000-0000-0000-000000000000":
+            continue
+        for cut in safe_points(lines, run):
+            fold = fold_run(lines, run, cut)
+            assert check_valid(fold.inherited().messages) == [], (run, cut)
+            if not fold.conversation.held:
+                assert check_valid(fold.messages) == [], (run, cut)
+
+
 def test_fork_through_the_api_at_every_seq_of_a_run(world: Any) -> None:
     ws, book, names = world
     lines = lines_of(ws.records())

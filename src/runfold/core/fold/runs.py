@@ -212,23 +212,29 @@ def render_tree(roots: Sequence[TreeNode], *, full_ids: bool = False) -> list[st
     box-drawing guides and the edge (`fork@<seq>`, `successor`, `delegation`)."""
     out: list[str] = []
 
-    def label(node: TreeNode) -> str:
+    def label(node: TreeNode, root: bool) -> str:
         s = node.summary
         rid = s.run if full_ids else short_id(s.run)
         edge = ""
-        if s.relation == "fork":
+        if root:
+            pass
+        elif s.relation == "fork":
             edge = f"fork@{s.forked_at} "
         elif s.relation is not None:
             edge = f"{s.relation} "
         model = s.model or "-"
-        return f"{edge}{rid}  {status_text(s)}  {model}  {s.task_head}".rstrip()
+        text = f"{edge}{rid}  {status_text(s)}  {model}  {s.task_head}".rstrip()
+        if root and s.origin is not None:
+            origin = s.origin if full_ids else short_id(s.origin)
+            text += f"  ({s.relation} of {origin}, not in this ledger)"
+        return text
 
     def walk(node: TreeNode, prefix: str, last: bool, root: bool) -> None:
         if root:
-            out.append(label(node))
+            out.append(label(node, True))
             child_prefix = ""
         else:
-            out.append(f"{prefix}{'└─ ' if last else '├─ '}{label(node)}")
+            out.append(f"{prefix}{'└─ ' if last else '├─ '}{label(node, False)}")
             child_prefix = prefix + ("   " if last else "│  ")
         for i, child in enumerate(node.children):
             walk(child, child_prefix, i == len(node.children) - 1, False)
