@@ -342,3 +342,57 @@ def test_random_runs_fold_valid_at_every_seq(script: Any, seed: Any) -> None:
                 assert check_valid(fold.inherited().messages) == []
                 if fold.phase is Phase.IDLE and not fold.conversation.held:
                     assert check_valid(fold.messages) == []
+
+
+def test_result_offloaded_inside_its_wave_replaces_the_result_and_is_refused_elsewhere() -> None:
+    mem, _ = _run_with(
+        [
+            ("model_returned", {"message": {}, "calls": 1}),
+            ("tool_called", {"id": "a", "name": "n", "args": {}}),
+            ("tool_result", {"tool_use_id": "a", "name": "n", "result": {"big": "x" * 50}}),
+        ]
+    )
+    # the wave is complete at its result: an offload after it would rewrite a committed result
+    mem.append(
+        [
+            Draft(
+                rid(7),
+                "runtime",
+                "result_offloaded",
+                {"tool_use_id": "a", "locator": "cas:b3-" + "f" * 64, "head": "xx", "bytes": 61},
+            )
+        ]
+    )
+    with pytest.raises(RunfoldError) as info:
+        fold_run(lines_of(mem.records), rid(7))
+    assert info.value.code is ErrorCode.LEDGER_CORRUPT and "data.tool_use_id" in info.value.action
+    mem2, _ = _run_with(
+        [
+            ("model_returned", {"message": {}, "calls": 2}),
+            ("tool_called", {"id": "a", "name": "n", "args": {}}),
+            ("tool_result", {"tool_use_id": "a", "name": "n", "result": {"big": "x" * 50}}),
+            (
+                "result_offloaded",
+                {"tool_use_id": "a", "locator": "cas:b3-" + "f" * 64, "head": "xx", "bytes": 61},
+            ),
+            ("tool_called", {"id": "b", "name": "n", "args": {}}),
+            ("tool_result", {"tool_use_id": "b", "name": "n", "result": {}}),
+        ]
+    )
+    fold = fold_run(lines_of(mem2.records), rid(7))
+    content = fold.messages[2]["content"][0]["content"]
+    assert content == '{"bytes":61,"head":"xx","locator":"cas:b3-' + "f" * 64 + '","note":"result offloaded"}'
+    assert check_valid(fold.messages) == []
+
+
+def test_a_conversation_region_change_is_refused_not_skipped() -> None:
+    mem = MemLedger()
+    book = Book(mem.append)
+    a = RunBuilder(book, rid(8))
+    a.start("t")
+    mem.append(
+        [Draft(rid(8), "runtime", "context_changed", {"region": "conversation", "cause": "compaction"})]
+    )
+    with pytest.raises(RunfoldError) as info:
+        fold_run(lines_of(mem.records), rid(8))
+    assert info.value.code is ErrorCode.LOG_VERSION_UNSUPPORTED and "data.region" in info.value.action
