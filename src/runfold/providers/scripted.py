@@ -143,7 +143,8 @@ class ScriptedProvider:
 
     `entries`: parsed entries or raw JSON objects; `dialect`: the dialect requests are rendered
     in (default `anthropic`); `model`: recorded as `model_called.model`. `requests` keeps every
-    request received (bodies and exact bytes), for tests. Settings read by the run loop:
+    request received (bodies and exact bytes) when `keep_requests` (tests; off for script files,
+    whose sessions may be long). Settings read by the run loop:
     `max_tokens`, `stream`, `thinking`, `temperature_milli`.
 
     `complete` raises `ProviderError` for an injected fault (status and retryability of the
@@ -158,6 +159,7 @@ class ScriptedProvider:
     stream: bool = False
     thinking: dict[str, Any] | None = None
     temperature_milli: int | None = None
+    keep_requests: bool = True
     requests: list[Request] = field(default_factory=list)
     _entries: list[ScriptEntry] = field(default_factory=list, init=False, repr=False)
     _next: int = field(default=0, init=False, repr=False)
@@ -190,6 +192,7 @@ class ScriptedProvider:
         keys = ("max_tokens", "stream", "thinking", "temperature_milli")
         merged: dict[str, Any] = {k: header[k] for k in keys if k in header}
         merged.update(settings)
+        merged.setdefault("keep_requests", False)
         return cls(
             load_script(path),
             dialect=dialect or header.get("dialect") or "anthropic",
@@ -215,7 +218,8 @@ class ScriptedProvider:
     async def complete(self, request: Request, on_delta: StreamCallback | None = None) -> Reply:
         """Answer with the next entry (see the class docstring)."""
         start = time.perf_counter_ns()
-        self.requests.append(request)
+        if self.keep_requests:
+            self.requests.append(request)
         if self._next >= len(self._entries):
             raise ProviderError(
                 f"{self.source} has no reply left after {len(self._entries)} entries",
