@@ -8,6 +8,7 @@ The CLI is built on this class only, so everything a command does can be done fr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -391,7 +392,9 @@ class Workspace:
             loc = parse_locator(locator)
             if isinstance(loc, CasLocator):
                 cas = Cas(self._root if not self._bare else self._root.parent)
-                prefix = Prefix.load(cas.get_locator(loc), f"{locator} (prompt_assembled at seq {fold.prefix_seq})")
+                prefix = Prefix.load(
+                    cas.get_locator(loc), f"{locator} (prompt_assembled at seq {fold.prefix_seq})"
+                )
         chosen = check_dialect(dialect or (prefix.dialect if prefix is not None else "anthropic"))
         messages = fold.messages
 
@@ -551,6 +554,31 @@ class Workspace:
         finally:
             if owns_provider:
                 await provider.aclose()
+
+    async def run_events(self, task: str, **kwargs: Any) -> AsyncIterator[Record | RunOutcome]:
+        """`arun` as an async iterator: yields every line of the run as it is written, then the
+        `RunOutcome` last. Same arguments and errors as `arun` (an `on_event` given is called
+        too). Leaving the loop early cancels the run at its next safe point (frozen cancelled)."""
+        queue: asyncio.Queue[Record | None] = asyncio.Queue()
+        user_cb = kwargs.pop("on_event", None)
+        cancel = kwargs.pop("cancel", None) or asyncio.Event()
+
+        def on_event(rec: Record) -> None:
+            queue.put_nowait(rec)
+            if user_cb is not None:
+                user_cb(rec)
+
+        runner = asyncio.ensure_future(self.arun(task, on_event=on_event, cancel=cancel, **kwargs))
+        runner.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+            yield runner.result()
+        finally:
+            if not runner.done():
+                cancel.set()
+                with contextlib.suppress(Exception):
+                    await runner
 
     def run(self, task: str, **kwargs: Any) -> RunOutcome:
         """`arun` from synchronous code (`asyncio.run`); same arguments, same outcome and errors.

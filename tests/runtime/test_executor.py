@@ -457,3 +457,44 @@ def test_script_spec_reads_a_jsonl_file(ws: Workspace, tmp_path: Path) -> None:
     assert out.completion == "done"
     assert run_lines(ws, out.run_id)[3].typed(ModelCalled).dialect == "openai-chat"
     check_finished(ws, out)
+
+
+def test_run_events_yields_every_line_then_the_outcome(ws: Workspace) -> None:
+    async def main() -> list[Any]:
+        got: list[Any] = []
+        async for item in ws.run_events("x", model=scripted(call("a", "list_dir", {}), text("ok"))):
+            got.append(item)
+        return got
+
+    got = asyncio.run(main())
+    *records, outcome = got
+    assert outcome.completion == "done"
+    assert [r.hash for r in records] == [r.hash for r in run_lines(ws, outcome.run_id)]
+
+
+def test_leaving_the_event_stream_early_cancels_the_run(ws: Workspace) -> None:
+    async def main() -> str:
+        stream = ws.run_events("x", model=scripted(call("a", "list_dir", {}), text("ok", delay_ms=30_000)))
+        async for item in stream:
+            if item.kind_name == "tool_result":
+                run = str(item.run)
+                break
+        await stream.aclose()
+        return run
+
+    run = asyncio.run(main())
+    assert kinds(ws, run)[-3:] == ["cancel_received", "handoff_written", "run_frozen"]
+    assert run_lines(ws, run)[-1].typed(RunFrozen).completion == "cancelled"
+
+
+def test_a_failing_event_callback_cannot_tear_the_history(ws: Workspace) -> None:
+    def boom(rec: Any) -> None:
+        if rec.kind_name == "model_returned":
+            raise RuntimeError("callback bug")
+
+    with pytest.raises(RuntimeError, match="callback bug"):
+        ws.run("x", model=scripted(call("a", "list_dir", {}), text("ok")), on_event=boom)
+    (run,) = ws.runs()
+    assert kinds(ws, run)[-2:] == ["handoff_written", "run_frozen"]
+    assert run_lines(ws, run)[-1].typed(RunFrozen).completion == "done"
+    assert ws.replay(run).ok

@@ -271,6 +271,7 @@ class RunLoop:
         self._priced = True
         self._tool_ids: set[str] = set()
         self._held_delivered = False
+        self._callback_error: Exception | None = None
         self.fork = fork
         if fork is not None:
             self.run_id = fork.new_run
@@ -288,7 +289,11 @@ class RunLoop:
         self.outcome.lines += 1
         self.outcome.ledger_bytes += len(rec.raw) + 1
         if self.on_event is not None:
-            self.on_event(rec)
+            try:
+                self.on_event(rec)
+            except Exception as exc:  # a caller's callback must not tear the run's history
+                self._callback_error = exc
+                self.on_event = None
         return rec
 
     def _flush(self) -> None:
@@ -330,7 +335,9 @@ class RunLoop:
     async def run(self) -> RunOutcome:
         """Dispatch, turns, freeze. Returns the outcome; the run is always frozen (handoff then
         run_frozen, flushed) unless the ledger itself fails (`E_STORAGE_FATAL` propagates). An
-        outer cancellation of the awaiting task freezes the run as cancelled, then re-raises."""
+        outer cancellation of the awaiting task freezes the run as cancelled, then re-raises; an
+        unexpected exception (a bug) freezes it as failed, then re-raises; an exception raised by
+        `on_event` stops further events and is raised once the run is frozen."""
         opts = self.options
         if self.fork is not None:
             self._inherit(self.fork)
@@ -363,9 +370,20 @@ class RunLoop:
             if err.code is ErrorCode.STORAGE_FATAL:
                 raise
             stop = _Stop(FAILED, err.display(), error=err)
+        except Exception as exc:  # a bug: freeze the run with a clear error, then let it surface
+            bug = RunfoldError(
+                ErrorCode.STORAGE_FATAL if isinstance(exc, OSError) else ErrorCode.INVALID_ARGS,
+                f"run the agent loop ({type(exc).__name__}: {str(exc)[:300]})",
+                f"run {self.run_id}",
+                "the run was frozen with a valid history; report this with the traceback and fork the run to continue",
+            )
+            stop = _Stop(FAILED, bug.display(), error=bug)
+            reraise = exc
         self._freeze(stop)
         if reraise is not None:
             raise reraise
+        if self._callback_error is not None:
+            raise self._callback_error
         return self.outcome
 
     def _inherit(self, plan: ForkPlan) -> None:
