@@ -498,3 +498,39 @@ def test_a_failing_event_callback_cannot_tear_the_history(ws: Workspace) -> None
     assert kinds(ws, run)[-2:] == ["handoff_written", "run_frozen"]
     assert run_lines(ws, run)[-1].typed(RunFrozen).completion == "done"
     assert ws.replay(run).ok
+
+
+def test_cancelling_the_driving_task_mid_wave_keeps_the_lines_of_calls_that_ran(ws: Workspace) -> None:
+    started = asyncio.Event()
+
+    async def slow(seconds: int) -> dict[str, Any]:
+        """Wait a while.
+
+        Args:
+            seconds: How long.
+        """
+        started.set()
+        await asyncio.sleep(seconds)
+        return {"slept": seconds}
+
+    async def main() -> None:
+        p = scripted(
+            calls([("s1", "slow", {"seconds": 30}), ("w1", "write_file", {"path": "x.txt", "content": "x"})])
+        )
+        task = asyncio.ensure_future(ws.arun("slow", model=p, tools=[slow]))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    (run,) = ws.runs()
+    assert kinds(ws, run)[-5:] == [
+        "tool_called",
+        "tool_result",
+        "cancel_received",
+        "handoff_written",
+        "run_frozen",
+    ]
+    assert [r.typed(ToolCalled).id for r in run_lines(ws, run) if r.kind_name == "tool_called"] == ["s1"]
+    assert ws.replay(run).ok and ws.verify().lines > 0

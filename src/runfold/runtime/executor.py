@@ -680,26 +680,38 @@ class RunLoop:
                 return wc.outcomes, True
 
         task = asyncio.ensure_future(runner())
-        if self.cancel is not None:
-            waiter = asyncio.ensure_future(self.cancel.wait())
-            try:
-                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
-            if not task.done():
-                task.cancel()  # execute_wave answers every call (WaveCancelled), the runner returns them
+        outer: asyncio.CancelledError | None = None
         try:
+            if self.cancel is not None:
+                waiter = asyncio.ensure_future(self.cancel.wait())
+                try:
+                    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                if not task.done():
+                    task.cancel()  # execute_wave answers every call (WaveCancelled); the runner returns them
             outcomes, cancelled = await task
-        except asyncio.CancelledError:
-            if self._cancel_set() and task.cancelled():
+            me = asyncio.current_task()
+            if me is not None and me.cancelling():
+                # our own cancellation reached the runner, which answered every call and returned
+                outer = asyncio.CancelledError()
+        except asyncio.CancelledError as exc:
+            # the task driving the run was cancelled (e.g. Ctrl-C under asyncio.run): still write
+            # the lines of the calls that ran, then let the cancellation through
+            outer = exc
+            if not task.done():
+                task.cancel()
+            try:
+                outcomes, cancelled = await task
+            except asyncio.CancelledError:
                 outcomes, cancelled = [], True
-            else:
-                raise
         for j in range(state["next"], len(reqs)):
             if j >= len(outcomes) or (cancelled and _is_not_started(outcomes[j])):
                 break  # calls that never started get no line
             write_pair(j, outcomes[j])
         self._position += len(reqs)
+        if outer is not None:
+            raise outer
         if cancelled:
             self._write(_make(CancelReceived, source="user"), who="person")
             raise _Stop("cancelled", "cancelled by the person during a tool wave")
