@@ -136,6 +136,27 @@ def test_steer_before_any_send_joins_and_after_a_text_reply_opens_the_next_messa
     assert conv.mark_sent() == "extended"
 
 
+def test_a_reply_marks_its_request_sent_even_without_mark_sent() -> None:
+    """Foreign ledgers have no prompt_shape_compared: the reply itself proves the request left."""
+    conv = opened()
+    conv.add_reply([tool_use_block("a", "f", "{}")], src(2, "model_reply"))
+    assert conv.sent_count == 1
+    conv.add_tool_results([result("a")], [src(3, "tool_result")])
+    conv.add_reply([], src(4, "model_reply"))
+    assert conv.add_steer("user", "late", src(5)) == "held"
+
+
+def test_a_reopened_message_takes_further_text_until_the_next_send() -> None:
+    conv = opened()
+    conv.mark_sent()
+    conv.add_steer("user", "a", src(2))
+    conv.add_reply([], src(3, "model_reply"))
+    assert conv.flush_held() is True
+    assert conv.add_steer("user", "b", src(4)) == "joined"
+    assert conv.mark_sent() == "reopened"
+    assert conv.add_steer("user", "c", src(5)) == "held"
+
+
 def test_held_text_is_flushed_after_a_reply_without_calls() -> None:
     conv = opened()
     conv.mark_sent()
