@@ -86,6 +86,12 @@ def test_done_prints_live_lines_summary_and_next_commands(ws: Path) -> None:
     assert_valid(ws, run_id)
     replay = run_cli("replay", "-w", ws, cwd=ws)  # default: the latest run
     assert "ok: 2/2 requests byte-exact" in replay.out
+    # every suggested next command works on this run
+    nexts = [line.strip() for line in out.split("next:")[1].splitlines() if line.strip()]
+    assert len(nexts) == 5
+    for cmd in nexts:
+        res = run_cli(*cmd.split()[1:], "-w", ws, cwd=ws)
+        assert res.code == 0, (cmd, res.out, res.err)
 
 
 def test_json_outcome_and_live_lines_on_stderr(ws: Path) -> None:

@@ -18,7 +18,8 @@ app = typer.Typer(
     cls=RunfoldGroup,
     help=(
         "runfold: agent runs whose only history is one append-only, hash-chained ledger.\n\n"
-        "Start with `runfold init`, then `runfold verify`, `runfold log`, `runfold show SEQ`. "
+        "Start with `runfold init`, then `runfold run TASK`, `runfold verify`, `runfold log`, "
+        "`runfold replay`. "
         "Every command takes --help with an example."
     ),
     epilog=EXIT_CODES_HELP,
