@@ -91,7 +91,9 @@ class Conversation:
     last are user messages, no tool call is unanswered. After `mark_sent()` the messages present
     are *sent*: user text that arrives while the last (user) message is sent, or while the last
     reply's tool calls are unanswered, is *held* and lands after the next tool results (or via
-    `flush_held()` when the reply asked for no tools). Methods that refuse raise `RunfoldError`
+    `flush_held()` when the reply asked for no tools). Text blocks are never blank: blank user
+    text is refused at its entrance, blank text in a model reply is dropped (providers refuse
+    empty text; the ledger keeps the reply as it came). Methods that refuse raise `RunfoldError`
     `E_INVALID_ARGS` naming the seq of the offending line; a refused call changes nothing.
     """
 
