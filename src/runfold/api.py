@@ -431,6 +431,7 @@ class Workspace:
         retry: RetryPolicy | None = None,
         fork: tuple[str, int] | None = None,
         record: str | Path | None = None,
+        steers: asyncio.Queue[str] | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
 
@@ -451,7 +452,10 @@ class Workspace:
         - `record`: append every answer of the provider (faults included) to this JSONL file as
           a scripted-model session with a header of the dialect, model and call settings, so
           `model="script:<file>"` replays the run to the same request hashes
-          (`runfold.providers.recording`).
+          (`runfold.providers.recording`);
+        - `steers`: put the person's words on this queue while the run goes; each is written as
+          `steer_received` at the next safe point and reaches the model with the next request
+          that may carry it (held while a request or a wave is in flight, DESIGN.md §6).
 
         Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
         `E_INVALID_ARGS` for a bad SPEC, room or tool; `E_LEDGER_HELD` when another process
@@ -549,6 +553,7 @@ class Workspace:
                     cancel=cancel,
                     bill=bill,
                     fork=plan,
+                    steers=steers,
                 )
                 return await loop.run()
         finally:

@@ -534,3 +534,39 @@ def test_cancelling_the_driving_task_mid_wave_keeps_the_lines_of_calls_that_ran(
     ]
     assert [r.typed(ToolCalled).id for r in run_lines(ws, run) if r.kind_name == "tool_called"] == ["s1"]
     assert ws.replay(run).ok and ws.verify().lines > 0
+
+
+def test_steers_are_held_while_in_flight_and_the_run_answers_them(ws: Workspace) -> None:
+    async def main() -> tuple[Any, ScriptedProvider]:
+        steers: asyncio.Queue[str] = asyncio.Queue()
+        p = scripted(
+            call("a", "list_dir", {}, delay_ms=50),
+            text("Here is the listing.", delay_ms=50),
+            text("Done, and I read your note."),
+        )
+        sent: list[int] = []
+
+        def on_event(rec: Any) -> None:
+            if rec.kind_name == "model_called":
+                sent.append(rec.seq)
+                if len(sent) == 1:
+                    steers.put_nowait("also check the work folder")
+                if len(sent) == 2:
+                    steers.put_nowait("and say when you are done")
+
+        out = await ws.arun("list files", model=p, steers=steers, on_event=on_event)
+        return out, p
+
+    out, p = asyncio.run(main())
+    assert out.completion == "done" and out.turns == 3
+    lines = run_lines(ws, out.run_id)
+    steer_seqs = [r.seq for r in lines if r.kind_name == "steer_received"]
+    assert len(steer_seqs) == 2
+    # the first steer arrived mid-call: held, it lands after the wave's result
+    second = p.requests[1].body["messages"][-1]["content"]
+    assert [b["type"] for b in second] == ["tool_result", "text"]
+    assert second[1]["text"] == "user: also check the work folder"
+    # the second arrived during a reply without calls: the run takes another turn for it
+    third = p.requests[2].body["messages"]
+    assert third[-1]["content"][-1]["text"] == "user: and say when you are done"
+    check_finished(ws, out)

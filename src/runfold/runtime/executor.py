@@ -219,7 +219,8 @@ class RunLoop:
     is stored; `provider`: the model; `registry`/`ctx`: the tools and their context; `prefix`:
     the frozen prefix (see `runtime.prefix.build_prefix`); `on_event(record)` is called for every
     line as it is staged (final bytes; durable at the next flush); `cancel` is checked at every
-    safe point and aborts an in-flight model call, back-off or tool wave; `bill` prices a reply.
+    safe point and aborts an in-flight model call, back-off or tool wave; `steers` (a queue of the
+    person's words) is drained at every safe point; `bill` prices a reply.
     `rand`/`sleep` may be replaced in tests (jitter, back-off waits).
     """
 
@@ -241,6 +242,7 @@ class RunLoop:
         rand: Callable[[], float] = random.random,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         fork: ForkPlan | None = None,
+        steers: asyncio.Queue[str] | None = None,
     ) -> None:
         self.ledger = ledger
         self.cas = cas
@@ -273,6 +275,7 @@ class RunLoop:
         self._held_delivered = False
         self._callback_error: Exception | None = None
         self.fork = fork
+        self.steers = steers
         if fork is not None:
             self.run_id = fork.new_run
             self.outcome.run_id = fork.new_run
@@ -304,11 +307,22 @@ class RunLoop:
     def _cancel_set(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
-    def _safe_point(self, where: str) -> None:
-        """A safe point (DESIGN.md §5): a cancel is consumed here and ends the run."""
+    def _safe_point(self, where: str) -> int:
+        """A safe point (DESIGN.md §5): a cancel is consumed here and ends the run; steers
+        waiting in the queue are written (`steer_received`, source `user`). Returns how many."""
         if self._cancel_set():
             self._write(_make(CancelReceived, source="user"), who="person")
             raise _Stop("cancelled", f"cancelled by the person at the safe point {where}")
+        taken = 0
+        while self.steers is not None:
+            try:
+                words = self.steers.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if words.strip():
+                self._write(_make(SteerReceived, source="user", text=words), who=self.options.who)
+                taken += 1
+        return taken
 
     async def _race(self, coro: Awaitable[T]) -> T:
         """Await `coro`, aborting it when the cancel event fires (raises `_Cancelled`)."""
@@ -425,13 +439,13 @@ class RunLoop:
                 return _Stop(
                     "limit", f"the reply stopped at its output ceiling ({reply.stop})", evidence=evidence
                 )
+            steered = self._safe_point("before wave")
             if not calls:
-                if self._held_delivered:
-                    continue  # held text was delivered: another turn (DESIGN.md §6)
+                if self._held_delivered or steered:
+                    continue  # the person's words wait for an answer: another turn (DESIGN.md §6)
                 if not _visible(reply.blocks):
                     return _Stop("limit", "the model returned an empty reply", evidence=evidence)
                 return _Stop("done", "the model answered without calling a tool", evidence=evidence)
-            self._safe_point("before wave")
             await self._wave(calls)
 
     # ---- assemble ---------------------------------------------------------------------------
@@ -660,6 +674,7 @@ class RunLoop:
             state["next"] = i
             if self._cancel_set():  # the safe point before this tool call
                 raise asyncio.CancelledError
+            self._safe_point("before tool call")  # steers: held by the conversation until the wave ends
             write_called(i, now_ms())
             self._flush()  # durable before a writing tool acts
 
