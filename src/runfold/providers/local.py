@@ -151,12 +151,47 @@ def _turn(role: str, text: str) -> str:
     return f"<|im_start|>{role}\n{text}<|im_end|>\n"
 
 
+def _signature(params: Any) -> str:
+    """`a: string, b?: integer` from a JSON schema's properties (`?`: not required)."""
+    if not isinstance(params, dict) or not isinstance(params.get("properties"), dict):
+        return ""
+    required = set(params.get("required") or [])
+    parts = []
+    for key, prop in params["properties"].items():
+        prop = prop if isinstance(prop, dict) else {}
+        kinds = [prop.get("type")] + [o.get("type") for o in prop.get("anyOf", []) if isinstance(o, dict)]
+        kind = "/".join(k for k in kinds if isinstance(k, str) and k != "null") or "any"
+        parts.append(f"{key}{'' if key in required else '?'}: {kind}")
+    return ", ".join(parts)
+
+
+def example_call(tools: list[dict[str, Any]]) -> str | None:
+    """An example answer for the prompt, built from the schemas: the first tool with no required
+    argument and some defaults, called with those defaults (`functions.list_dir:` + `{"path":
+    "."}` for the built-ins). A small model copies the form of an example far better than it
+    follows a description. None when no tool qualifies."""
+    for tool in tools:
+        fn = tool.get("function") or {}
+        params = fn.get("parameters")
+        if not isinstance(params, dict) or params.get("required"):
+            continue
+        props = params.get("properties")
+        if not isinstance(props, dict):
+            continue
+        args = {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v}
+        if args:
+            return f"{CALL}{fn.get('name', '')}:\n{json.dumps(args, ensure_ascii=False)}"
+    return None
+
+
 def _tool_lines(tools: list[dict[str, Any]]) -> str:
+    """One line per tool: `functions.<name>(<args>) - <first paragraph of its description>` (a
+    small model follows a short list better than whole schemas; the grammar enforces the schema)."""
     lines = ["You can use these tools:"]
     for tool in tools:
         fn = tool.get("function") or {}
-        schema = json.dumps(fn.get("parameters") or {}, ensure_ascii=False, separators=(",", ":"))
-        lines.append(f"{CALL}{fn.get('name', '')}: {fn.get('description', '')}\n  arguments: {schema}")
+        about = str(fn.get("description", "")).strip().split("\n\n")[0].replace("\n", " ")
+        lines.append(f"{CALL}{fn.get('name', '')}({_signature(fn.get('parameters'))}) - {about}")
     return "\n".join(lines)
 
 
@@ -169,7 +204,8 @@ def chatml_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     (`functions.<name> returned:` + the result) and joins the user turn around it."""
     system = [_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer")]
     if tools:
-        system += [_tool_lines(tools), TOOL_HOWTO]
+        example = example_call(tools)
+        system += [_tool_lines(tools), TOOL_HOWTO + (f"\nExample:\n{example}" if example else "")]
     out = [_turn("system", "\n\n".join(t for t in system if t))] if any(system) else []
     names: dict[str, str] = {}
     user: list[str] = []
