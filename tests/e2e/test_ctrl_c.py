@@ -93,3 +93,14 @@ def test_sigint_during_a_tool(tmp_path: Path) -> None:
         timeout=60,
     )
     assert replay.returncode == 0 and "1/1 requests byte-exact" in replay.stdout
+
+
+def test_three_quick_sigints_still_freeze_a_valid_cancelled_run(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    Workspace.init(root)
+    proc = start_run(root, [{"content": [{"kind": "text", "text": "late"}], "delay_ms": 60_000}])
+    wait_for_line(root, '"kind":"model_called"', proc)
+    for _ in range(3):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.01)
+    check_cancelled(root, proc)

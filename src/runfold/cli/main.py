@@ -76,6 +76,9 @@ def _register() -> None:
 def main() -> None:
     """Console-script entry point."""
     _register()
+    from runfold.cli import run_cmds
+
+    run_cmds.OWN_PROCESS = True  # the process ends with the command (see run_cmds)
     app()
 
 

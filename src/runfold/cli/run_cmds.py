@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -103,6 +104,7 @@ async def _drive(ws: Workspace, task: str, view: LiveView, kwargs: dict[str, Any
     finally:
         if installed:
             loop.remove_signal_handler(signal.SIGINT)
+            _ignore_sigint()  # the run is frozen: a late Ctrl-C must not interrupt the summary
 
 
 def _last_run(ws: Workspace) -> str:
@@ -215,16 +217,58 @@ def run_cmd(
         "on_delta": view.on_delta,
         "record": record,
     }
+    with _late_interrupts_ignored():
+        try:
+            with view:
+                outcome = asyncio.run(_drive(ws, task, view, kwargs))
+        except asyncio.CancelledError:
+            # Three Ctrl-Cs: the run was frozen as cancelled by the executor.
+            err_console().print("the run was stopped and frozen as cancelled", markup=False)
+            ctx.exit(EXIT_CANCELLED)
+            return
+        finally:
+            ws.close()
+        _finish(ctx, outcome, view, last_safe, record, json)
+
+
+OWN_PROCESS = False
+"""True when the command owns its process (set by `runfold.cli.main.main`): then a Ctrl-C that
+arrives after the run is frozen stays ignored until the process exits, so the exit code is the
+run's (6 for cancelled), not an interrupt's. In-process callers (tests, embedding) get their
+SIGINT handler back when the command returns."""
+
+
+@contextlib.contextmanager
+def _late_interrupts_ignored() -> Iterator[None]:
+    """Once the run is frozen, a late Ctrl-C (pressed while it was freezing) must not turn the
+    summary into a KeyboardInterrupt: from the end of the run SIGINT is ignored (see
+    `OWN_PROCESS` for when the previous handler comes back)."""
     try:
-        with view:
-            outcome = asyncio.run(_drive(ws, task, view, kwargs))
-    except asyncio.CancelledError:
-        # Three Ctrl-Cs: the run was frozen as cancelled by the executor.
-        err_console().print("the run was stopped and frozen as cancelled", markup=False)
-        ctx.exit(EXIT_CANCELLED)
-        return
+        previous = signal.getsignal(signal.SIGINT)
+    except ValueError:
+        previous = None
+    try:
+        yield
     finally:
-        ws.close()
+        if previous is not None and not OWN_PROCESS:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGINT, previous)
+
+
+def _ignore_sigint() -> None:
+    with contextlib.suppress(ValueError):  # not the main thread: nothing to guard
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _finish(
+    ctx: typer.Context,
+    outcome: RunOutcome,
+    view: LiveView,
+    last_safe: list[int],
+    record: Path | None,
+    json: bool,
+) -> None:
+    """Print the outcome (summary or JSON) and exit with the completion's code."""
     fork_at = last_safe[-1] if last_safe else None
     nexts = _next_commands(outcome.run_id, fork_at)
     code = COMPLETION_EXIT.get(outcome.completion, EXIT_ERROR)
