@@ -71,6 +71,8 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         assert "done: the model answered without calling a tool" in proc.stdout
     if "runfold replay -w ./garden" in script:
         assert "ok: 3/3 requests byte-exact" in proc.stdout
+    if "def shout" in script:
+        assert "done 2 2/2 requests byte-exact" in proc.stdout
     if "outcome.json" in script:
         assert '"completion":"done"' in (tmp_path / "outcome.json").read_text()
 
