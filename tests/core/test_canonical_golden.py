@@ -77,3 +77,21 @@ def test_float_inside_data_is_not_canonical() -> None:
         LineChecker().check(raw, 1)
     assert err.value.fault is Fault.NOT_CANONICAL
     assert "float" in err.value.display()
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [b"18446744073709551616", b"-9223372036854775809", b"-0", b"1E2", b"10.0", b"01"],
+)
+def test_numbers_a_re_encoding_would_change_are_refused(spelling: bytes) -> None:
+    env = Envelope(2, "0" * 8, 0, ZERO_HASH, 0, "runtime", "log_truncated", {"dropped_bytes": 7})
+    raw = encode_line(env).replace(b'"dropped_bytes":7', b'"dropped_bytes":' + spelling)
+    with pytest.raises(LineRefused) as err:
+        LineChecker().check(raw, 1)
+    assert err.value.fault in (Fault.NOT_CANONICAL, Fault.NOT_A_LINE)
+
+
+def test_ig_line_without_addr_keeps_no_addr() -> None:
+    env = Envelope(2, "0" * 8, 0, ZERO_HASH, 0, "runtime", "log_truncated", {"dropped_bytes": 1}, None, True)
+    got, known = LineChecker().check(encode_line(env), 1)
+    assert got == env and known
