@@ -133,9 +133,15 @@ def _next_commands(run_id: str, fork_at: int | None) -> list[str]:
 
 def run_cmd(
     ctx: typer.Context,
-    task: Annotated[str, typer.Argument(help="What the agent should do, in your words.", show_default=False)],
+    task: Annotated[
+        str,
+        typer.Argument(help="What the agent should do, in your words.", show_default=False, metavar="TASK"),
+    ],
     goal: Annotated[
-        str, typer.Option("--goal", help="What done looks like (put in the run's system segment).")
+        str,
+        typer.Option(
+            "--goal", help="What done looks like (put in the run's system segment).", metavar="TEXT"
+        ),
     ] = "",
     model: Annotated[
         str | None,
@@ -352,7 +358,9 @@ def replay_cmd(
     run: Annotated[
         str | None,
         typer.Argument(
-            help="A run id or unique prefix. Default: the latest run in the ledger.", show_default=False
+            help="A run id or unique prefix. Default: the latest run in the ledger.",
+            show_default=False,
+            metavar="RUN",
         ),
     ] = None,
     workspace: WorkspaceOption = None,
@@ -459,7 +467,9 @@ def cost_cmd(
     run: Annotated[
         str | None,
         typer.Argument(
-            help="A run id or unique prefix. Default: every run of the workspace.", show_default=False
+            help="A run id or unique prefix. Default: every run of the workspace.",
+            show_default=False,
+            metavar="RUN",
         ),
     ] = None,
     workspace: WorkspaceOption = None,
