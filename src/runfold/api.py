@@ -27,6 +27,7 @@ from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.records import Record
 from runfold.providers.base import Provider, StreamCallback
+from runfold.runtime.config import WorkspaceConfig, load_config, require_key
 from runfold.runtime.cost import CostReport
 from runfold.runtime.executor import RetryPolicy, RunOutcome
 from runfold.runtime.replay import ReplayReport
@@ -35,7 +36,17 @@ from runfold.store.ledger import Ledger
 from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, verify_path
 from runfold.tools import Tool
 
-__all__ = ["CostReport", "LinePosition", "ReplayReport", "RunOutcome", "VerifyReport", "Workspace", "verify"]
+__all__ = [
+    "CostReport",
+    "LinePosition",
+    "ReplayReport",
+    "RunOutcome",
+    "VerifyReport",
+    "Workspace",
+    "WorkspaceConfig",
+    "require_key",
+    "verify",
+]
 
 
 _NEARBY_MAX = 8
@@ -408,6 +419,11 @@ class Workspace:
     # ---- runs: execute, replay, cost (issue 4) ----
     # The executor lives in runfold.runtime; these methods wire a workspace's writer, CAS,
     # config and tools into it.
+
+    def settings(self) -> WorkspaceConfig:
+        """The checked `.runfold/config.toml` (defaults, prices, provider settings; all defaults
+        when the file is absent). Raises `E_CONFIG_INVALID` naming the file and the key."""
+        return load_config(self._root) if not self._bare else WorkspaceConfig()
 
     def config(self) -> dict[str, Any]:
         """The parsed `.runfold/config.toml` (`{}` when absent). Raises `E_CONFIG_INVALID`

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from runfold.api import CostReport, ReplayReport, RunOutcome, Workspace
+from runfold.api import CostReport, ReplayReport, RunOutcome, Workspace, require_key
 from runfold.cli.common import (
     EXIT_CANCELLED,
     EXIT_CODES_HELP,
@@ -35,7 +35,6 @@ from runfold.cli.common import (
 from runfold.cli.live import LiveView, tokens, usd
 from runfold.core.errors import invalid_args
 from runfold.core.records import Record
-from runfold.runtime.config import load_config, require_key
 
 COMPLETION_EXIT: dict[str, int] = {
     "done": EXIT_OK,
@@ -200,8 +199,7 @@ def run_cmd(
     if max_turns is not None and max_turns < 1:
         raise invalid_args("run an agent", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
     ws = Workspace.open(workspace)
-    config = load_config(ws.root)
-    spec = model or config.model
+    spec = model or ws.settings().model
     require_key(spec)
     console = err_console() if json else out_console()
     view = LiveView(console, fancy=console.is_terminal)
