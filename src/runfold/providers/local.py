@@ -13,6 +13,7 @@ weights load once per process and are shared by every run (calls are serialized)
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import json
 import logging
@@ -115,9 +116,20 @@ def _load(path: Path, n_ctx: int, seed: int, n_threads: int | None) -> Any:
             log.debug(
                 "loaded %s (n_ctx=%d) in %.0f ms", path.name, n_ctx, (time.perf_counter() - start) * 1000
             )
+            if not _MODELS:
+                atexit.register(_close_models)
             _MODELS[key] = model
             _CALL_LOCKS[id(model)] = threading.Lock()
         return model
+
+
+def _close_models() -> None:
+    """Free the cached weights at exit, while llama.cpp's bindings still exist (freeing them during
+    interpreter teardown raises inside `Llama.__del__`)."""
+    with _LOAD_LOCK:
+        for model in _MODELS.values():
+            model.close()
+        _MODELS.clear()
 
 
 def default_threads() -> int:
