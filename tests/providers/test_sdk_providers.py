@@ -405,3 +405,25 @@ def test_thinking_is_stamped_with_the_request_model_not_the_dated_echo() -> None
     }
     block = reply_from_response(response, "gpt-x").blocks[0]
     assert (block["model"], block["signature"], block["id"]) == ("gpt-x", "enc", "rs_1")
+
+
+def test_an_async_delta_callback_is_awaited() -> None:
+    request = make_request("openai-responses", stream=True)
+    seen: list[tuple[str, str]] = []
+
+    async def on_delta(kind: str, text: str) -> None:
+        await asyncio.sleep(0)
+        seen.append((kind, text))
+
+    async def go(server: ProviderServer) -> Any:
+        provider = provider_for("openai-responses", server)
+        try:
+            return await provider.complete(request, on_delta)
+        finally:
+            await provider.aclose()
+
+    with ProviderServer([{"content": [THINK, TEXT]}], chunk=4) as server:
+        reply = asyncio.run(go(server))
+    assert "".join(t for k, t in seen if k == "text") == TEXT["text"]
+    assert "".join(t for k, t in seen if k == "thinking") == THINK["thinking"]
+    assert reply.stop == "end_turn"
