@@ -116,6 +116,16 @@ class Conversation:
         """A copy of the messages: `[{role: user|assistant, content: [block, ...]}, ...]`."""
         return [_copy_message(m) for m in self._messages]
 
+    def messages_view(self) -> tuple[Message, ...]:
+        """The messages themselves, not copies (O(messages) at C speed; no block is copied).
+
+        Read-only by contract: the caller must not edit them. A message object stays the same
+        while the conversation lives; later calls may show it with blocks appended (the open
+        last message) — blocks already present are never edited or replaced, which is what
+        lets the incremental renderer reuse what it rendered (DESIGN.md §6).
+        """
+        return tuple(self._messages)
+
     @property
     def sources(self) -> list[list[BlockSource]]:
         """A copy of the block sources, parallel to `messages` (one per block)."""

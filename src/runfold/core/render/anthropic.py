@@ -52,7 +52,15 @@ def render(spec: RequestSpec) -> Rendered:
     Raises `E_INVALID_ARGS` for a malformed block or an image whose data is not in
     `spec.images`, naming `messages[i].content[j]`.
     """
-    messages = _messages(spec)
+    return finish(spec, _messages(spec))
+
+
+def finish(spec: RequestSpec, messages: list[dict[str, Any]]) -> Rendered:
+    """The body of `render` around already rendered wire `messages` (alternating, merged).
+
+    Places the breakpoints, marking the tail block of `messages[-1]` in place: the incremental
+    renderer passes a fresh copy of its last message.
+    """
     system = [{"type": "text", "text": seg.text} for seg in spec.system if is_sent(seg)]
     tools: list[dict[str, Any]] = [
         {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in spec.tools
@@ -123,14 +131,20 @@ def render_block(spec: RequestSpec, block: Block, where: str) -> dict[str, Any] 
     }
 
 
+def render_content(spec: RequestSpec, i: int, blocks: list[Block]) -> list[dict[str, Any]]:
+    """The sent Anthropic content blocks of checked message `i` (empty when nothing is sent)."""
+    content = []
+    for j, block in enumerate(blocks):
+        rendered = render_block(spec, block, f"messages[{i}].content[{j}]")
+        if rendered is not None:
+            content.append(rendered)
+    return content
+
+
 def _messages(spec: RequestSpec) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, (role, blocks) in enumerate(checked_messages(spec.messages)):
-        content = []
-        for j, block in enumerate(blocks):
-            rendered = render_block(spec, block, f"messages[{i}].content[{j}]")
-            if rendered is not None:
-                content.append(rendered)
+        content = render_content(spec, i, blocks)
         if not content:
             continue
         if out and out[-1]["role"] == role:

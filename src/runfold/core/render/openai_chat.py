@@ -39,22 +39,34 @@ def render(spec: RequestSpec) -> Rendered:
     holds only tool calls and is left out when nothing remains (thinking only). Raises
     `E_INVALID_ARGS` like `anthropic.render`.
     """
+    wire: list[dict[str, Any]] = []
+    call_order: dict[str, int] = {}
+    for i, (role, blocks) in enumerate(checked_messages(spec.messages)):
+        pieces, call_order = render_message(spec, i, role, blocks, call_order)
+        wire.extend(pieces)
+    return finish(spec, wire)
+
+
+def render_message(
+    spec: RequestSpec, i: int, role: str, blocks: list[Block], call_order: dict[str, int]
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Checked message `i` as Chat messages, given the call order of the message before it
+    (`{}` unless that one is an assistant message); returns them and the call order the next
+    message sees."""
+    if role == "assistant":
+        msg = _assistant(blocks)
+        order = {b["id"]: n for n, b in enumerate(b for b in blocks if b["kind"] == "tool_use")}
+        return ([] if msg is None else [msg]), order
+    return _user(spec, blocks, call_order, f"messages[{i}]"), {}
+
+
+def finish(spec: RequestSpec, wire: list[dict[str, Any]]) -> Rendered:
+    """The body of `render` around the rendered conversation `wire` (system message added)."""
     messages: list[dict[str, Any]] = []
     system = joined_system(spec)
     if system:
         messages.append({"role": "system", "content": system})
-    call_order: dict[str, int] = {}
-    for i, (role, blocks) in enumerate(checked_messages(spec.messages)):
-        where = f"messages[{i}]"
-        if role == "assistant":
-            msg = _assistant(blocks)
-            if msg is not None:
-                messages.append(msg)
-            call_order = {b["id"]: n for n, b in enumerate(b for b in blocks if b["kind"] == "tool_use")}
-        else:
-            messages.extend(_user(spec, blocks, call_order, where))
-            call_order = {}
-
+    messages.extend(wire)
     body: dict[str, Any] = {"model": spec.model, "messages": messages}
     if spec.tools:
         tools = []

@@ -51,11 +51,19 @@ def render(spec: RequestSpec) -> Rendered:
     """
     items: list[dict[str, Any]] = []
     for i, (role, blocks) in enumerate(checked_messages(spec.messages)):
-        if role == "assistant":
-            items.extend(_assistant(spec, blocks))
-        else:
-            items.extend(_user(spec, blocks, f"messages[{i}]"))
+        items.extend(render_message(spec, i, role, blocks))
+    return finish(spec, items)
 
+
+def render_message(spec: RequestSpec, i: int, role: str, blocks: list[Block]) -> list[dict[str, Any]]:
+    """Checked message `i` as Responses input items (each message renders on its own)."""
+    if role == "assistant":
+        return _assistant(spec, blocks)
+    return _user(spec, blocks, f"messages[{i}]")
+
+
+def finish(spec: RequestSpec, items: list[dict[str, Any]]) -> Rendered:
+    """The body of `render` around the rendered input `items`."""
     body: dict[str, Any] = {"model": spec.model}
     system = joined_system(spec)
     if system:

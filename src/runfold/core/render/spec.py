@@ -129,30 +129,34 @@ def check_dialect(dialect: str) -> str:
 def checked_messages(messages: Sequence[Message]) -> list[tuple[str, list[Block]]]:
     """The messages as (role, blocks) after checking each block's shape and that its kind may
     appear in its role. Raises `E_INVALID_ARGS` naming `messages[i]` / `messages[i].content[j]`."""
-    out: list[tuple[str, list[Block]]] = []
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(msg, dict):
-            raise invalid_args("render message", where, "a message must be an object {role, content}")
-        role = msg.get("role")
-        if role not in ("user", "assistant"):
-            raise invalid_args(f"render message with role {role!r}", where, "use role user or assistant")
-        content = msg.get("content", [])
-        if not isinstance(content, list):
-            raise invalid_args("render message", f"{where}.content", "content must be an array of blocks")
-        allowed = USER_KINDS if role == "user" else ASSISTANT_KINDS
-        blocks = []
-        for j, raw in enumerate(content):
-            block = check_block(raw, f"{where}.content[{j}]")
-            if block["kind"] not in allowed:
-                raise invalid_args(
-                    f"render a {block['kind']} block in a {role} message",
-                    f"{where}.content[{j}]",
-                    f"a {role} message holds only " + ", ".join(sorted(allowed)) + " blocks",
-                )
-            blocks.append(block)
-        out.append((role, blocks))
-    return out
+    return [checked_message(i, msg) for i, msg in enumerate(messages)]
+
+
+def checked_message(i: int, msg: Message) -> tuple[str, list[Block]]:
+    """Message `i` as (role, blocks) after the checks of `checked_messages` (one message: the
+    incremental renderer checks each message once). Raises `E_INVALID_ARGS` naming
+    `messages[i]` / `messages[i].content[j]`."""
+    where = f"messages[{i}]"
+    if not isinstance(msg, dict):
+        raise invalid_args("render message", where, "a message must be an object {role, content}")
+    role = msg.get("role")
+    if role not in ("user", "assistant"):
+        raise invalid_args(f"render message with role {role!r}", where, "use role user or assistant")
+    content = msg.get("content", [])
+    if not isinstance(content, list):
+        raise invalid_args("render message", f"{where}.content", "content must be an array of blocks")
+    allowed = USER_KINDS if role == "user" else ASSISTANT_KINDS
+    blocks = []
+    for j, raw in enumerate(content):
+        block = check_block(raw, f"{where}.content[{j}]")
+        if block["kind"] not in allowed:
+            raise invalid_args(
+                f"render a {block['kind']} block in a {role} message",
+                f"{where}.content[{j}]",
+                f"a {role} message holds only " + ", ".join(sorted(allowed)) + " blocks",
+            )
+        blocks.append(block)
+    return str(role), blocks
 
 
 def is_blank_text(block: Block) -> bool:

@@ -1,0 +1,144 @@
+"""Incremental rendering: one run's requests rendered in time independent of its history (DESIGN.md §6, §8).
+
+Request n+1 extends request n, so every message already rendered renders the same again. An
+`IncrementalRenderer` keeps each message's rendered wire form and, per request, renders only the
+messages that are new or changed (in a run: the open last message), then rebuilds the body
+around the kept pieces. `render_request` stays the reference; both give byte-identical bodies.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import replace
+from itertools import compress, count
+from typing import Any
+
+from runfold.core.messages import Block, Message
+from runfold.core.render import anthropic, openai_chat, openai_responses
+from runfold.core.render.spec import (
+    ANTHROPIC,
+    OPENAI_CHAT,
+    Rendered,
+    RequestSpec,
+    check_dialect,
+    checked_message,
+)
+
+_CONTENT = operator.itemgetter("content")
+
+
+def first_difference(old_objs: Sequence[Any], old_lens: Sequence[int], new_objs: Sequence[Any]) -> int:
+    """The first index where `new_objs` holds another object than `old_objs`, or where that
+    message's content length differs from `old_lens` (blocks were appended); `min(len)` when one
+    is a prefix of the other. Runs at C speed (no Python code per message)."""
+    m = min(len(old_objs), len(new_objs))
+    same = list(map(operator.is_, old_objs[:m], new_objs[:m]))
+    k = same.index(False) if False in same else m
+    if k == 0:
+        return 0
+    new_lens = list(map(len, map(_CONTENT, new_objs[:k])))
+    if new_lens == list(old_lens[:k]):
+        return k
+    return next(compress(count(), map(operator.ne, new_lens, old_lens[:k])), k)
+
+
+class IncrementalRenderer:
+    """Renders the successive requests of one run (one dialect, one frozen prefix) incrementally.
+
+    `spec` carries everything but the messages (its `messages` are ignored; its `images` are
+    fixed for the renderer's life). `render(messages)` returns what
+    `render_request(dialect, replace(spec, messages=messages))` returns — byte-identical under
+    `request_bytes` — doing per-message work only for the messages that differ from the last
+    call: a message is reused when it is the same object as before with the same number of
+    blocks (the `Conversation` never edits a block in place; it only appends blocks to its open
+    last message, pops an unsent reply, or appends messages). Pass the conversation's own
+    messages (`Conversation.messages_view()`), not copies, or every call renders everything.
+
+    `rendered` counts the messages rendered so far (the complexity tests read it). Raises what
+    `render_request` raises (`E_INVALID_ARGS` naming `messages[i].content[j]`); after a raise
+    the renderer starts from scratch on its next call. Raises `E_INVALID_ARGS` at construction
+    for an unknown dialect.
+    """
+
+    def __init__(self, dialect: str, spec: RequestSpec) -> None:
+        self.dialect = check_dialect(dialect)
+        self.spec = replace(spec, messages=())
+        self.rendered = 0
+        self._src: list[Message] = []  # the message objects rendered, in order
+        self._lens: list[int] = []  # their block counts when rendered
+        self._orders: list[dict[str, int]] = []  # Chat: call order each message hands the next
+        # The wire: flat pieces (Chat messages / Responses items / Anthropic messages merged).
+        self._wire: list[dict[str, Any]] = []
+        self._offsets: list[int] = []  # Chat/Responses: len(wire) before message i
+        self._snaps: list[tuple[int, dict[str, Any] | None]] = []  # Anthropic: (len(wire), wire[-1]) after i
+
+    def reset(self) -> None:
+        """Forget every rendered message (the next call renders all)."""
+        self._src, self._lens, self._orders = [], [], []
+        self._wire, self._offsets, self._snaps = [], [], []
+
+    def render(self, messages: Sequence[Message]) -> Rendered:
+        """The request body and breakpoints for `messages`; see the class docstring."""
+        k = first_difference(self._src, self._lens, messages)
+        try:
+            self._truncate(k)
+            suffix = [checked_message(i, messages[i]) for i in range(k, len(messages))]
+            for offset, (role, blocks) in enumerate(suffix):
+                self._add(k + offset, role, blocks)
+                self._src.append(messages[k + offset])
+                self._lens.append(len(messages[k + offset]["content"]))
+            return self._finish()
+        except BaseException:
+            self.reset()
+            raise
+
+    # ---- per dialect ------------------------------------------------------------------------
+
+    def _truncate(self, k: int) -> None:
+        del self._src[k:], self._lens[k:], self._orders[k:]
+        if self.dialect == ANTHROPIC:
+            del self._snaps[k:]
+            length, last = self._snaps[k - 1] if k else (0, None)
+            del self._wire[length:]
+            if length:
+                assert last is not None
+                self._wire[length - 1] = last
+        else:
+            if k < len(self._offsets):
+                del self._wire[self._offsets[k] :]
+            del self._offsets[k:]
+
+    def _add(self, i: int, role: str, blocks: list[Block]) -> None:
+        self.rendered += 1
+        wire = self._wire
+        if self.dialect == ANTHROPIC:
+            content = anthropic.render_content(self.spec, i, blocks)
+            if content:
+                if wire and wire[-1]["role"] == role:
+                    # never edit a kept piece: the merged message is a new object
+                    wire[-1] = {"role": role, "content": wire[-1]["content"] + content}
+                else:
+                    wire.append({"role": role, "content": content})
+            self._snaps.append((len(wire), wire[-1] if wire else None))
+            return
+        self._offsets.append(len(wire))
+        if self.dialect == OPENAI_CHAT:
+            before = self._orders[i - 1] if i else {}
+            pieces, order = openai_chat.render_message(self.spec, i, role, blocks, before)
+            self._orders.append(order)
+            wire.extend(pieces)
+        else:
+            wire.extend(openai_responses.render_message(self.spec, i, role, blocks))
+
+    def _finish(self) -> Rendered:
+        if self.dialect == ANTHROPIC:
+            messages = list(self._wire)
+            if messages and self.spec.cache_breakpoints:
+                last = messages[-1]
+                # a fresh last message: `finish` marks its tail block in place
+                messages[-1] = {"role": last["role"], "content": [dict(b) for b in last["content"]]}
+            return anthropic.finish(self.spec, messages)
+        if self.dialect == OPENAI_CHAT:
+            return openai_chat.finish(self.spec, self._wire)
+        return openai_responses.finish(self.spec, list(self._wire))
