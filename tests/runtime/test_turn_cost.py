@@ -99,8 +99,10 @@ def test_ledger_bytes_per_turn_do_not_grow_with_history(ws: Workspace) -> None:
         fork=(mother, cut),
     )
     assert child.completion == "done"
-    check_finished(ws, child)
-    late = per_turn_bytes(run_lines(ws, child.run_id))[1:5]  # after 1,000 turns of history
+    child_lines = run_lines(ws, child.run_id)
+    assert [r.kind_name for r in child_lines[-2:]] == ["handoff_written", "run_frozen"]
+    assert ws.replay(child.run_id).ok  # folds the 5,001 inherited lines once more, renders 6 requests
+    late = per_turn_bytes(child_lines)[1:5]  # after 1,000 turns of history
 
     assert len(early) == 10 and len(late) == 4
     ratio = max(late) / min(early)
