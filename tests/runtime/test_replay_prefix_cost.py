@@ -234,3 +234,14 @@ def test_config_defaults_choose_model_turn_ceiling_and_tools(ws: Workspace, tmp_
     doc = orjson.loads(Cas(ws.root).get_locator(CasLocator(pa.prefix.removeprefix("cas:b3-"))))
     assert [t["name"] for t in doc["tools"]] == ["list_dir"]
     check_finished(ws, out)
+
+
+def test_provider_settings_the_provider_does_not_take_are_a_config_error(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    script = tmp_path / "s.jsonl"
+    script.write_text(orjson.dumps(text("hi")).decode() + "\n")
+    (ws.root / ".runfold" / "config.toml").write_text("[providers.script]\nwarp_speed = 9\n")
+    with pytest.raises(RunfoldError) as err:
+        ws.run("x", model=f"script:{script}")
+    assert err.value.code is ErrorCode.CONFIG_INVALID and "warp_speed" in err.value.subject

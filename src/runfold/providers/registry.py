@@ -122,6 +122,26 @@ def provider_from_spec(
         table = workspace_config.get("providers", {})
         if isinstance(table, Mapping) and isinstance(table.get(family), Mapping):
             settings = dict(table[family])
+    try:
+        return _build(spec, family, model, extra, settings, env, base_dir)
+    except TypeError as exc:  # a [providers.<family>] key the provider does not take
+        raise RunfoldError(
+            ErrorCode.CONFIG_INVALID,
+            f"set up the provider for {spec!r} ({exc})",
+            f"config.toml [providers.{family}] " + ", ".join(sorted(settings)),
+            "remove the settings this provider does not take (see its documentation)",
+        ) from None
+
+
+def _build(
+    spec: str,
+    family: str,
+    model: str,
+    extra: str | None,
+    settings: dict[str, Any],
+    env: Mapping[str, str],
+    base_dir: Path | None,
+) -> Provider:
     if family == "script":
         from runfold.providers.scripted import ScriptedProvider
 
