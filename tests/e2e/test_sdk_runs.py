@@ -169,3 +169,28 @@ def test_short_session_without_streaming(tmp_path: Path, dialect: str) -> None:
     assert out["completion"] == "done" and out["tool_calls"] == 2
     assert not any(r.stream for r in server.requests)
     check_wire(root, out["run"], server, len(script))
+
+
+def test_openai_compatible_server_by_base_url(tmp_path: Path) -> None:
+    """`openai-compat:<model>@<base-url>`: the base URL comes from the SPEC, not the environment."""
+    root = workspace(tmp_path, "")
+    script = [SESSION[1], SESSION[-1]]
+    with ProviderServer(script) as server:
+        res = run_cli(
+            "run",
+            "summarize a.md",
+            "--model",
+            f"openai-compat:local-llm@{server.openai_url}",
+            "--room",
+            "docs",
+            "--json",
+            "-w",
+            root,
+            cwd=root,
+            env={"OPENAI_API_KEY": "any-key", "OPENAI_BASE_URL": "http://127.0.0.1:9/unused"},
+        )
+    assert res.code == 0, res.out + res.err
+    out = json.loads(res.out)
+    assert out["completion"] == "done"
+    assert {r.dialect for r in server.requests} == {"openai-chat"}
+    check_wire(root, out["run"], server, len(script))
