@@ -37,6 +37,7 @@ __all__ = [
     "Violation",
     "ensure_valid",
     "infer_dialect",
+    "refuse_violations",
     "validate",
 ]
 
@@ -140,7 +141,12 @@ def ensure_valid(dialect: str, body: Any) -> None:
     `nearby` (one `Violation.display()` line each), and the first one named in the subject.
     Raises `E_INVALID_ARGS` when `dialect` is unknown.
     """
-    found = validate(dialect, body)
+    refuse_violations(dialect, validate(dialect, body))
+
+
+def refuse_violations(dialect: str, found: list[Violation]) -> None:
+    """Raise `ensure_valid`'s `E_WIRE_MISMATCH` for the violations `found` of a `dialect` body
+    (return None when `found` is empty); the incremental validator's violations go here too."""
     if not found:
         return
     first = found[0]

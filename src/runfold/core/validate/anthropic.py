@@ -262,23 +262,30 @@ def _check_results_first(
 ) -> None:
     """In a user message answering tool_use blocks, every tool_result precedes any other block."""
     for i in range(1, len(roles)):
-        if roles[i] != "user" or roles[i - 1] != "assistant":
-            continue
-        if not any(b.get("type") == "tool_use" for b in blocks_of[i - 1]):
-            continue
-        seen_other = False
-        for j, block in enumerate(blocks_of[i]):
-            if block.get("type") != "tool_result":
-                seen_other = True
-            elif seen_other:
-                report.add(
-                    i,
-                    "tool-results-first",
-                    f"messages[{i}].content[{j}]",
-                    f"a tool_result stands after other content in message {i}; put every tool_result "
-                    "first and the text after them",
-                )
-                break
+        results_first_at(report, i, roles, blocks_of)
+
+
+def results_first_at(
+    report: Report, i: int, roles: list[str | None], blocks_of: list[list[dict[str, Any]]]
+) -> None:
+    """The `tool-results-first` check of message i (it reads messages i-1 and i only)."""
+    if i < 1 or roles[i] != "user" or roles[i - 1] != "assistant":
+        return
+    if not any(b.get("type") == "tool_use" for b in blocks_of[i - 1]):
+        return
+    seen_other = False
+    for j, block in enumerate(blocks_of[i]):
+        if block.get("type") != "tool_result":
+            seen_other = True
+        elif seen_other:
+            report.add(
+                i,
+                "tool-results-first",
+                f"messages[{i}].content[{j}]",
+                f"a tool_result stands after other content in message {i}; put every tool_result "
+                "first and the text after them",
+            )
+            break
 
 
 def _check_thinking(
@@ -288,30 +295,53 @@ def _check_thinking(
     blocks_of: list[list[dict[str, Any]]],
 ) -> None:
     """Thinking blocks lead their message; with thinking on, the tool loop's opener starts with one."""
-    for i, blocks in enumerate(blocks_of):
-        if roles[i] != "assistant":
-            continue
-        seen_other = False
-        for j, block in enumerate(blocks):
-            if block.get("type") not in THINKING_KINDS:
-                seen_other = True
-            elif seen_other:
-                report.add(
-                    i,
-                    "thinking-first",
-                    f"messages[{i}].content[{j}]",
-                    f"a {block.get('type')} block follows other content in message {i}; thinking comes first",
-                )
-                break
+    for i in range(len(blocks_of)):
+        thinking_first_at(report, i, roles, blocks_of)
     if not thinking_enabled(body):
         return
     last = len(roles) - 1
-    if roles[last] != "user" or not any(b.get("type") == "tool_result" for b in blocks_of[last]):
-        return
     # Walk back over the current tool loop: assistant (tool_use) ← user (starting with tool_result).
     opener = last - 1
     while opener >= 2 and roles[opener] == "assistant" and _continues_loop(roles, blocks_of, opener - 1):
         opener -= 2
+    check_opener(report, last, opener, roles, blocks_of)
+
+
+def thinking_first_at(
+    report: Report, i: int, roles: list[str | None], blocks_of: list[list[dict[str, Any]]]
+) -> None:
+    """The `thinking-first` check of assistant message i on its own: thinking blocks lead it."""
+    if roles[i] != "assistant":
+        return
+    seen_other = False
+    for j, block in enumerate(blocks_of[i]):
+        if block.get("type") not in THINKING_KINDS:
+            seen_other = True
+        elif seen_other:
+            report.add(
+                i,
+                "thinking-first",
+                f"messages[{i}].content[{j}]",
+                f"a {block.get('type')} block follows other content in message {i}; thinking comes first",
+            )
+            break
+
+
+def loop_start(o: int, earlier: int, roles: list[str | None], blocks_of: list[list[dict[str, Any]]]) -> int:
+    """One step of the walk back over a tool loop: `o` when message o does not continue a loop
+    (else `earlier`, the walk's result from o-2)."""
+    if o >= 2 and roles[o] == "assistant" and _continues_loop(roles, blocks_of, o - 1):
+        return earlier
+    return o
+
+
+def check_opener(
+    report: Report, last: int, opener: int, roles: list[str | None], blocks_of: list[list[dict[str, Any]]]
+) -> None:
+    """With thinking on and the body ending in tool results, the loop's `opener` (found by the
+    walk back from message last-1) must start with a thinking block."""
+    if roles[last] != "user" or not any(b.get("type") == "tool_result" for b in blocks_of[last]):
+        return
     if opener < 0 or roles[opener] != "assistant":
         return
     blocks = blocks_of[opener]
