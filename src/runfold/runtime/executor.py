@@ -41,8 +41,9 @@ from runfold.core.payloads import (
     WatchdogFired,
 )
 from runfold.core.records import Draft, Record
-from runfold.core.render import render_request, request_bytes
-from runfold.core.validate import ensure_valid
+from runfold.core.render import request_bytes
+from runfold.core.render.incremental import IncrementalRenderer
+from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import Provider, ProviderError, Reply, Request, StreamCallback, Usage
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.prefix import make_struct as _make
@@ -265,6 +266,7 @@ class RunLoop:
         self.outcome = RunOutcome(self.run_id, completion="running")
         self._position = 0
         self._assembled = False
+        self._incremental: tuple[Prefix, IncrementalRenderer, IncrementalValidator] | None = None
         self._recorded_segments: list[Segment] = []
         self._recorded_tools: BytesRef | None = None
         self._last_action: tuple[Any, ...] | None = None
@@ -453,10 +455,17 @@ class RunLoop:
     def _assemble(self) -> Request:
         conv = self.folder.conversation
         assert conv is not None
-        messages = conv.messages
+        messages = conv.messages_view()  # the conversation's own messages: no copies
         prefix = self.prefix
-        rendered = render_request(prefix.dialect, prefix.spec(messages))
-        ensure_valid(prefix.dialect, rendered.body)
+        if self._incremental is None or self._incremental[0] is not prefix:
+            self._incremental = (
+                prefix,
+                IncrementalRenderer(prefix.dialect, prefix.spec(())),
+                IncrementalValidator(prefix.dialect),
+            )
+        # per-turn work independent of history; byte-identical to render_request + ensure_valid
+        rendered = self._incremental[1].render(messages)
+        self._incremental[2].ensure_valid(rendered.body)
         body_bytes = request_bytes(rendered.body)
         shape = conv.check_extends_last_sent()
         if shape == "rewritten":
