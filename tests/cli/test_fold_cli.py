@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, GOLDEN_RUN, run_cli
 
+from conftest import GOLDEN, GOLDEN_RUN, run_cli
 from runfold.api import Workspace
+from runfold.core.ids import short_run_ids
 from runfold.core.validate import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
@@ -110,9 +111,11 @@ def test_runs_and_tree(built: tuple[Path, dict[str, str]]) -> None:
     lines = r.out.splitlines()
     assert lines[0].split()[:7] == ["run", "status", "model", "turns", "tokens", "cost", "from"]
     by_id = {line.split()[0]: line for line in lines[1:]}
-    assert "cancelled (process_died)" in by_id[names["E"][:8]]
-    assert "unknown" in by_id[names["B"][:8]]  # a reply without a bill: cost unknown, never 0
-    assert f"fork of {names['A'][:8]}" in by_id[plan.new_run[:8]]
+    short = short_run_ids(Workspace.open(root).runs())
+    assert len(by_id) == len(short)  # runs started together still get distinct names
+    assert "cancelled (process_died)" in by_id[short[names["E"]]]
+    assert "unknown" in by_id[short[names["B"]]]  # a reply without a bill: cost unknown, never 0
+    assert f"fork of {short[names['A']]}" in by_id[short[plan.new_run]]
     data = {d["run"]: d for d in json.loads(run_cli("runs", "--json", cwd=root).out)}
     a = data[names["A"]]
     assert a["status"] == "done" and a["turns"] == 4 and a["cost_usd_micros"] == 1500 + 3 * 1200
@@ -123,8 +126,8 @@ def test_runs_and_tree(built: tuple[Path, dict[str, str]]) -> None:
     t = run_cli("tree", cwd=root)
     assert t.code == 0
     tree_lines = t.out.splitlines()
-    parent_line = next(i for i, line in enumerate(tree_lines) if line.startswith(names["A"][:8]))
-    assert tree_lines[parent_line + 1].startswith(f"└─ fork@{plan.cut} {plan.new_run[:8]}")
+    parent_line = next(i for i, line in enumerate(tree_lines) if line.startswith(short[names["A"]] + " "))
+    assert tree_lines[parent_line + 1].startswith(f"└─ fork@{plan.cut} {short[plan.new_run]} ")
     tj = json.loads(run_cli("tree", "--json", cwd=root).out)
     root_a = next(n for n in tj if n["run"] == names["A"])
     assert [c["run"] for c in root_a["children"]] == [plan.new_run]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from runfold.core.address import address_problem, is_reserved, is_within, parse_address
 from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
-from runfold.core.ids import is_run_id, run_id_time_ms, run_id_v7
+from runfold.core.ids import WORKSPACE_RUN, is_run_id, run_id_time_ms, run_id_v7, short_run_ids
 from runfold.core.locator import CasLocator, FileLocator, parse_locator
 
 DESIGN_CODES = {
@@ -98,3 +98,18 @@ def test_locators() -> None:
     for bad in [f"cas:b3-{h}#L3-2", f"cas:b3-{h}#L0-1", "cas:b3-XYZ", "http://x"]:
         with pytest.raises(RunfoldError):
             parse_locator(bad)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.binary(min_size=10, max_size=10)), min_size=1, max_size=30))
+def test_short_run_ids_are_unique_prefixes(specs: list[tuple[int, bytes]]) -> None:
+    # runs started within the same few ms share their first 8+ characters
+    runs = [run_id_v7(1_700_000_000_000 + ms, rand) for ms, rand in specs]
+    names = short_run_ids(runs)
+    assert len(set(names.values())) == len(set(runs))
+    for run, name in names.items():
+        assert run.startswith(name) and len(name) >= 8 and not name.endswith("-")
+        assert [r for r in set(runs) if r.startswith(name)] == [run]
+
+
+def test_short_run_ids_name_the_workspace_run() -> None:
+    assert short_run_ids([WORKSPACE_RUN])[WORKSPACE_RUN] == "workspace"

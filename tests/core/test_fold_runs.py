@@ -8,6 +8,7 @@ from test_fold_support import Book, MemLedger, RunBuilder, rid, write_base_runs
 
 from runfold.core.fold import render_tree, run_summaries, run_tree
 from runfold.core.fold.runs import cost_text
+from runfold.core.ids import short_run_ids
 from runfold.core.records import Draft
 
 
@@ -81,8 +82,9 @@ def test_tree_of_forks_delegations_and_successors() -> None:
     assert lines[2].startswith("│  └─ fork@")
     assert lines[3].startswith("├─ delegation " + rid(3)[:8])
     assert lines[4].startswith("└─ successor " + rid(5)[:8])
-    assert lines[5].startswith(rid(6)[:8]) and lines[5].endswith(
-        "(delegation of 0198f6a2, not in this ledger)"
+    names = short_run_ids([rid(n) for n in (1, 2, 3, 4, 5, 6, 999)])
+    assert lines[5].startswith(names[rid(6)] + " ") and lines[5].endswith(
+        f"(delegation of {names[rid(999)]}, not in this ledger)"
     )
     data = roots[0].to_data()
     assert [c["run"] for c in data["children"]] == [rid(2), rid(3), rid(5)]  # type: ignore[index]

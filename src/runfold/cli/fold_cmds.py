@@ -23,6 +23,7 @@ from runfold.cli.common import (
 )
 from runfold.core.fold.runs import cost_text, render_tree, short_id, status_text
 from runfold.core.fold.why import TOKEN_ESTIMATE, UNATTRIBUTED
+from runfold.core.ids import short_run_ids
 
 RunArg = Annotated[
     str,
@@ -242,15 +243,16 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
     if not summaries:
         con.print("no runs yet", markup=False)
         return
+    names = short_run_ids([s.run for s in summaries] + [s.origin for s in summaries if s.origin])
     rows = [
         (
-            short_id(s.run),
+            short_id(s.run, names),
             status_text(s),
             s.model or "-",
             str(s.turns),
             _tokens_text(s.tokens),
             cost_text(s.cost_usd_micros),
-            (f"{s.relation} of {short_id(s.origin or '')}" if s.relation else "-"),
+            (f"{s.relation} of {short_id(s.origin or '', names)}" if s.relation else "-"),
             s.task_head,
         )
         for s in summaries

@@ -34,7 +34,8 @@ from runfold.cli.common import (
     stderr_is_tty,
     want_json,
 )
-from runfold.cli.summary import iso_ms, short_run, summarize
+from runfold.cli.summary import iso_ms, summarize
+from runfold.core.ids import short_run_ids
 from runfold.core.records import Record
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
@@ -202,14 +203,16 @@ def verify_cmd(
 # ---- log ----------------------------------------------------------------------------------
 
 
-def _timeline_row(record: Record, who_width: int, kind_width: int) -> Text:
+def _timeline_row(
+    record: Record, who_width: int, kind_width: int, names: dict[str, str], run_width: int
+) -> Text:
     env = record.env
     row = Text()
     row.append(f"{env.seq:>6}", style="cyan")
     row.append("  ")
     row.append(iso_ms(env.t), style="dim")
     row.append("  ")
-    row.append(f"{short_run(env.run):<9}", style="magenta")
+    row.append(f"{names[env.run]:<{run_width}}", style="magenta")
     row.append("  ")
     row.append(f"{env.who:<{who_width}}", style="green")
     row.append("  ")
@@ -258,6 +261,7 @@ def log_cmd(
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         records = ws.records(run=run, kind=kind or None, since=since, limit=limit)
+        names = short_run_ids([*ws.runs(), *(r.env.run for r in records)])
     if as_json:
         out = sys.stdout.buffer
         for record in records:
@@ -270,8 +274,9 @@ def log_cmd(
         return
     who_width = min(max(len(r.env.who) for r in records), 24)
     kind_width = max(len(r.env.kind) for r in records)
+    run_width = max(len(names[r.env.run]) for r in records)
     for record in records:
-        con.print(_timeline_row(record, who_width, kind_width))
+        con.print(_timeline_row(record, who_width, kind_width, names, run_width))
 
 
 # ---- show ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ caller (storage, runtime) supplies them (RFC 9562 §5.7 for the UUIDv7 layout).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import NewType
 
 from runfold.core.errors import invalid_args
@@ -70,3 +71,25 @@ def run_id_time_ms(run: RunId) -> int | None:
     if run[14] != "7":
         return None
     return int(run.replace("-", "")[:12], 16)
+
+
+def short_run_ids(runs: Iterable[str], minimum: int = 8) -> dict[str, str]:
+    """The shortest prefix of each run id (at least `minimum` characters, never ending on a
+    hyphen) that no other id in `runs` shares, like git's abbreviated hashes; the nil run is
+    `workspace`. UUIDv7 ids start with their creation time, so runs started together need
+    more than 8 characters. Every prefix returned resolves back through a unique-prefix lookup.
+    """
+    ids = sorted(set(runs))
+    names: dict[str, str] = {}
+    for index, run in enumerate(ids):
+        length = minimum
+        for other in ids[max(index - 1, 0) : index + 2]:
+            if other != run:
+                shared = next(
+                    (i for i, (a, b) in enumerate(zip(run, other, strict=False)) if a != b), len(run)
+                )
+                length = max(length, shared + 1)
+        if length < len(run) and run[length - 1] == "-":
+            length += 1
+        names[run] = "workspace" if run == WORKSPACE_RUN else run[:length]
+    return names

@@ -7,11 +7,11 @@ independent of the conversation fold. Unknown token counts or costs stay unknown
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from runfold.core.ids import WORKSPACE_RUN
+from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.kinds import Kind
 from runfold.core.payloads import ModelCalled, ModelReturned, RunForked, RunFrozen, RunStarted
 from runfold.core.records import Record
@@ -190,9 +190,22 @@ def run_tree(summaries: Sequence[RunSummary]) -> list[TreeNode]:
     return roots
 
 
-def short_id(run: str) -> str:
-    """The first 8 hex digits of a run id (what `runfold tree` shows; prefixes resolve runs)."""
+def short_id(run: str, names: Mapping[str, str] | None = None) -> str:
+    """How a run is shown: its entry in `names` (from `core.ids.short_run_ids` over the
+    workspace's runs: unique prefixes), else its first 8 characters."""
+    if names is not None and run in names:
+        return names[run]
     return run[:8] if len(run) == 36 else run
+
+
+def _tree_runs(nodes: Sequence[TreeNode]) -> list[str]:
+    runs: list[str] = []
+    for node in nodes:
+        runs.append(node.summary.run)
+        if node.summary.origin is not None:
+            runs.append(node.summary.origin)
+        runs.extend(_tree_runs(node.children))
+    return runs
 
 
 def status_text(s: RunSummary) -> str:
@@ -211,10 +224,11 @@ def render_tree(roots: Sequence[TreeNode], *, full_ids: bool = False) -> list[st
     """Lines of the tree: each run as `<id> <status> <model> <task head>`, children below with
     box-drawing guides and the edge (`fork@<seq>`, `successor`, `delegation`)."""
     out: list[str] = []
+    names = short_run_ids(_tree_runs(roots))
 
     def label(node: TreeNode, root: bool) -> str:
         s = node.summary
-        rid = s.run if full_ids else short_id(s.run)
+        rid = s.run if full_ids else short_id(s.run, names)
         edge = ""
         if root:
             pass
@@ -225,7 +239,7 @@ def render_tree(roots: Sequence[TreeNode], *, full_ids: bool = False) -> list[st
         model = s.model or "-"
         text = f"{edge}{rid}  {status_text(s)}  {model}  {s.task_head}".rstrip()
         if root and s.origin is not None:
-            origin = s.origin if full_ids else short_id(s.origin)
+            origin = s.origin if full_ids else short_id(s.origin, names)
             text += f"  ({s.relation} of {origin}, not in this ledger)"
         return text
 
