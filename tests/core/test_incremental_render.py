@@ -1,5 +1,5 @@
 """The incremental renderer against the reference `render_request`: byte-identical bodies and the
-same breakpoints at every step of conversations grown block by block (messages appended, the
+same breakpoints (and, fed to the incremental validator, the reference's violations) at every step of conversations grown block by block (messages appended, the
 open last message extended, an unsent reply popped), in every dialect; and per-request work that
 does not grow with history."""
 
@@ -18,6 +18,8 @@ from core.test_render_props import MODELS, conversations
 from runfold.core.messages import message, text_block, tool_result_block, tool_use_block
 from runfold.core.render import DIALECTS, RequestSpec, SystemSegment, ToolSpec, render_request, request_bytes
 from runfold.core.render.incremental import IncrementalRenderer
+from runfold.core.validate import validate
+from runfold.core.validate.incremental import IncrementalValidator
 
 SYSTEM = (SystemSegment("workspace", "be brief", edge=True), SystemSegment("run", "the task"))
 TOOLS = (ToolSpec("read", "read a file", {"type": "object", "properties": {"path": {"type": "string"}}}),)
@@ -110,6 +112,7 @@ class IncrementalMachine(stateful.ConversationMachine):
             for d in DIALECTS
             for bp in (True, False)
         }
+        self.validators = {key: IncrementalValidator(key[0]) for key in self.renderers}
 
     @invariant()
     def incremental_bodies_equal_the_reference(self) -> None:
@@ -121,6 +124,8 @@ class IncrementalMachine(stateful.ConversationMachine):
             got = inc.render(view)
             assert request_bytes(got.body) == request_bytes(ref.body), dialect
             assert got.breakpoints == ref.breakpoints
+            found = self.validators[dialect, bp].validate(got.body)
+            assert found == validate(dialect, ref.body)
 
 
 TestIncrementalMachine = IncrementalMachine.TestCase

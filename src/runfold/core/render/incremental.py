@@ -11,7 +11,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import compress, count
 from typing import Any
 
 from runfold.core.messages import Block, Message
@@ -25,22 +24,23 @@ from runfold.core.render.spec import (
     checked_message,
 )
 
-_CONTENT = operator.itemgetter("content")
 
+def first_difference(old: tuple[Any, ...], old_last_len: int, new: Sequence[Any]) -> int:
+    """The first index where `new` differs from `old` (the messages of the previous call).
 
-def first_difference(old_objs: Sequence[Any], old_lens: Sequence[int], new_objs: Sequence[Any]) -> int:
-    """The first index where `new_objs` holds another object than `old_objs`, or where that
-    message's content length differs from `old_lens` (blocks were appended); `min(len)` when one
-    is a prefix of the other. Runs at C speed (no Python code per message)."""
-    m = min(len(old_objs), len(new_objs))
-    same = list(map(operator.is_, old_objs[:m], new_objs[:m]))
-    k = same.index(False) if False in same else m
-    if k == 0:
-        return 0
-    new_lens = list(map(len, map(_CONTENT, new_objs[:k])))
-    if new_lens == list(old_lens[:k]):
-        return k
-    return next(compress(count(), map(operator.ne, new_lens, old_lens[:k])), k)
+    Messages are compared with `==`, which is an identity check (C speed, no Python code per
+    message) for the conversation's own objects; an equal copy counts as the same message (it
+    renders the same). A message may have grown in place only if it was `old`'s last message
+    (`Conversation` only ever appends blocks to its last message): its block count is compared
+    with `old_last_len`. `min(len(old), len(new))` when one is a prefix of the other.
+    """
+    m = min(len(old), len(new))
+    head = tuple(new[:m])
+    if head != old[:m]:
+        return list(map(operator.eq, head, old[:m])).index(False)
+    if m and m == len(old) and len(new[m - 1]["content"]) != old_last_len:
+        return m - 1
+    return m
 
 
 class IncrementalRenderer:
@@ -50,10 +50,12 @@ class IncrementalRenderer:
     fixed for the renderer's life). `render(messages)` returns what
     `render_request(dialect, replace(spec, messages=messages))` returns — byte-identical under
     `request_bytes` — doing per-message work only for the messages that differ from the last
-    call: a message is reused when it is the same object as before with the same number of
-    blocks (the `Conversation` never edits a block in place; it only appends blocks to its open
-    last message, pops an unsent reply, or appends messages). Pass the conversation's own
-    messages (`Conversation.messages_view()`), not copies, or every call renders everything.
+    call: a message is reused when it equals (normally: is) the message at its index in the
+    previous call; only the previous call's last message may have had blocks appended in place
+    since (that is all `Conversation` does: it never edits a block, only appends blocks to its
+    open last message, pops an unsent reply, or appends messages; the run loop's
+    `check_extends_last_sent` proves it for every request). Pass the conversation's own
+    messages (`Conversation.messages_view()`): equal copies work but cost a deep comparison.
 
     `rendered` counts the messages rendered so far (the complexity tests read it). Raises what
     `render_request` raises (`E_INVALID_ARGS` naming `messages[i].content[j]`); after a raise
@@ -65,8 +67,8 @@ class IncrementalRenderer:
         self.dialect = check_dialect(dialect)
         self.spec = replace(spec, messages=())
         self.rendered = 0
-        self._src: list[Message] = []  # the message objects rendered, in order
-        self._lens: list[int] = []  # their block counts when rendered
+        self._src: tuple[Message, ...] = ()  # the messages of the last call
+        self._last_len = 0  # the block count of its last message then
         self._orders: list[dict[str, int]] = []  # Chat: call order each message hands the next
         # The wire: flat pieces (Chat messages / Responses items / Anthropic messages merged).
         self._wire: list[dict[str, Any]] = []
@@ -75,19 +77,19 @@ class IncrementalRenderer:
 
     def reset(self) -> None:
         """Forget every rendered message (the next call renders all)."""
-        self._src, self._lens, self._orders = [], [], []
+        self._src, self._last_len, self._orders = (), 0, []
         self._wire, self._offsets, self._snaps = [], [], []
 
     def render(self, messages: Sequence[Message]) -> Rendered:
         """The request body and breakpoints for `messages`; see the class docstring."""
-        k = first_difference(self._src, self._lens, messages)
+        k = first_difference(self._src, self._last_len, messages)
         try:
             self._truncate(k)
             suffix = [checked_message(i, messages[i]) for i in range(k, len(messages))]
             for offset, (role, blocks) in enumerate(suffix):
                 self._add(k + offset, role, blocks)
-                self._src.append(messages[k + offset])
-                self._lens.append(len(messages[k + offset]["content"]))
+            self._src = tuple(messages)
+            self._last_len = len(messages[-1]["content"]) if messages else 0
             return self._finish()
         except BaseException:
             self.reset()
@@ -96,7 +98,7 @@ class IncrementalRenderer:
     # ---- per dialect ------------------------------------------------------------------------
 
     def _truncate(self, k: int) -> None:
-        del self._src[k:], self._lens[k:], self._orders[k:]
+        del self._orders[k:]
         if self.dialect == ANTHROPIC:
             del self._snaps[k:]
             length, last = self._snaps[k - 1] if k else (0, None)

@@ -18,9 +18,12 @@ from runfold.core.validate.rules import ANTHROPIC, Call, Report, Result, Violati
 
 
 def _identical_prefix(old: list[Any], new: list[Any]) -> int:
+    """How many leading messages are equal (normally: the same objects; C speed)."""
     m = min(len(old), len(new))
-    same = list(map(operator.is_, old[:m], new[:m]))
-    return same.index(False) if False in same else m
+    head = new[:m]
+    if head == old[:m]:
+        return m
+    return list(map(operator.eq, head, old[:m])).index(False)
 
 
 def _block_position(path: str) -> int:
