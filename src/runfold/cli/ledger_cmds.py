@@ -36,6 +36,7 @@ from runfold.cli.common import (
 )
 from runfold.cli.summary import iso_ms, summarize
 from runfold.core.ids import short_run_ids
+from runfold.core.kinds import Kind
 from runfold.core.records import Record
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
@@ -234,7 +235,14 @@ def log_cmd(
     ] = None,
     kind: Annotated[
         list[str] | None,
-        typer.Option("--kind", "-k", help="Only lines of this kind (repeat for several).", metavar="KIND"),
+        typer.Option(
+            "--kind",
+            "-k",
+            help="Only lines of this kind (repeat for several). Kinds: "
+            + ", ".join(k.value for k in Kind)
+            + ".",
+            metavar="KIND",
+        ),
     ] = None,
     since: Annotated[
         int | None, typer.Option("--since", help="Only lines with seq ≥ SEQ.", metavar="SEQ")

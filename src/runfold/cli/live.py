@@ -66,6 +66,8 @@ class LiveView:
         self.started = clock()
         self.run_id = ""
         self.model = ""
+        self.last_reply = ""
+        """The text of the latest model reply, whole (the live lines show only its head)."""
         self.turns = 0
         self.attempts = 0
         self.tool_calls = 0
@@ -198,6 +200,7 @@ class LiveView:
         )
         calls = _int(data, "calls")
         said = " ".join(t for t in texts if t.strip())
+        self.last_reply = "\n\n".join(t for t in texts if t.strip())
         parts = [f"turn {self.turns} · reply"]
         if thinking:
             parts.append("(thinking)")

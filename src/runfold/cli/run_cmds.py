@@ -107,12 +107,14 @@ async def _drive(ws: Workspace, task: str, view: LiveView, kwargs: dict[str, Any
 
 
 def _last_run(ws: Workspace) -> str:
-    runs = ws.runs()
+    """The latest run that called a model (a fresh fork has nothing to replay yet)."""
+    called = {r.env.run for r in ws.records(kind="model_called")}
+    runs = [r for r in ws.runs() if r in called]
     if not runs:
         raise invalid_args(
-            "pick the latest run",
+            "pick the latest run that called a model",
             str(ws.root),
-            "the ledger holds no runs yet; start one with `runfold run TASK`",
+            "the ledger holds no model calls yet; start a run with `runfold run TASK`",
         )
     return runs[-1]
 
@@ -283,6 +285,7 @@ def _finish(
                 "run": outcome.run_id,
                 "completion": outcome.completion,
                 "reason": outcome.reason,
+                "answer": view.last_reply if outcome.completion == "done" else None,
                 "turns": outcome.turns,
                 "attempts": outcome.attempts,
                 "tool_calls": outcome.tool_calls,
@@ -315,6 +318,10 @@ def _print_summary(outcome: RunOutcome, view: LiveView, nexts: list[str], record
     lines = [
         "",
         f"{outcome.completion}: {outcome.reason}" if outcome.reason else outcome.completion,
+    ]
+    if outcome.completion == "done" and view.last_reply:
+        lines += ["", view.last_reply, ""]
+    lines += [
         f"  run      {outcome.run_id}",
         f"  turns    {outcome.turns} ({outcome.attempts} model call{'s' if outcome.attempts != 1 else ''}),"
         f" {calls} tool call{'s' if calls != 1 else ''}",
@@ -356,7 +363,7 @@ def replay_cmd(
     run: Annotated[
         str | None,
         typer.Argument(
-            help="A run id or unique prefix. Default: the latest run in the ledger.",
+            help="A run id or unique prefix. Default: the latest run that called a model.",
             show_default=False,
             metavar="RUN",
         ),
