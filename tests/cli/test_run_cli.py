@@ -76,6 +76,7 @@ def test_done_prints_live_lines_summary_and_next_commands(ws: Path) -> None:
     assert "← read_file ok" in out
     assert 'turn 2 · reply "It lists alpha and beta."' in out
     assert "done: the model answered without calling a tool" in out
+    assert "\nIt lists alpha and beta.\n" in out  # the final answer, whole, on its own lines
     assert "turns    2 (2 model calls), 1 tool call" in out
     assert "cost     $0.000000" in out
     run_id = Workspace.open(ws).runs()[-1]
@@ -98,6 +99,7 @@ def test_json_outcome_and_live_lines_on_stderr(ws: Path) -> None:
     code, obj, err = run_json(ws, "say hi", "--model", script(ws, text("hi")))
     assert code == 0
     assert obj["ok"] is True and obj["completion"] == "done"
+    assert obj["answer"] == "hi"
     assert obj["turns"] == 1 and obj["tool_calls"] == 0
     assert obj["evidence"][0]["kind"] == "model_returned"
     assert obj["billed_usd_micros"] == 0
