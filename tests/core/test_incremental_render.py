@@ -15,6 +15,7 @@ from hypothesis.stateful import invariant
 
 import core.test_conversation_stateful as stateful
 from core.test_render_props import MODELS, conversations
+from runfold.core.conversation import _content_counts
 from runfold.core.messages import message, text_block, tool_result_block, tool_use_block
 from runfold.core.render import DIALECTS, RequestSpec, SystemSegment, ToolSpec, render_request, request_bytes
 from runfold.core.render.incremental import IncrementalRenderer
@@ -113,6 +114,10 @@ class IncrementalMachine(stateful.ConversationMachine):
             for bp in (True, False)
         }
         self.validators = {key: IncrementalValidator(key[0]) for key in self.renderers}
+
+    @invariant()
+    def kept_block_counts_match_the_messages(self) -> None:
+        assert self.conv._counts == _content_counts(self.conv.messages)
 
     @invariant()
     def incremental_bodies_equal_the_reference(self) -> None:

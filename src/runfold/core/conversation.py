@@ -97,10 +97,21 @@ class Conversation:
     `E_INVALID_ARGS` naming the seq of the offending line; a refused call changes nothing.
     """
 
-    __slots__ = ("_held", "_ids", "_messages", "_open_calls", "_replied", "_sent", "_sent_counts", "_sources")
+    __slots__ = (
+        "_counts",
+        "_held",
+        "_ids",
+        "_messages",
+        "_open_calls",
+        "_replied",
+        "_sent",
+        "_sent_counts",
+        "_sources",
+    )
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
+        self._counts: list[int] = []  # blocks per message, kept at every change (not rescanned)
         self._ids: set[str] = set()  # every tool_use id in the messages (kept, not rescanned)
         self._sources: list[list[BlockSource]] = []
         self._sent = 0
@@ -171,6 +182,7 @@ class Conversation:
         """An independent copy (a fold may branch it, e.g. to plan a fork)."""
         other = Conversation()
         other._messages = self.messages
+        other._counts = list(self._counts)
         other._ids = set(self._ids)
         other._sources = self.sources
         other._sent = self._sent
@@ -204,9 +216,11 @@ class Conversation:
             blocks, sources = held_blocks + blocks, held_sources + sources
         if self._messages and self._messages[-1]["role"] == "user":
             self._messages[-1]["content"].extend(blocks)
+            self._counts[-1] += len(blocks)
             self._sources[-1].extend(sources)
             return "joined"
         self._messages.append({"role": "user", "content": blocks})
+        self._counts.append(len(blocks))
         self._sources.append(sources)
         return "opened"
 
@@ -319,6 +333,7 @@ class Conversation:
         if not content:
             return False
         self._messages.append({"role": "assistant", "content": content})
+        self._counts.append(len(content))
         self._sources.append([source] * len(content))
         self._open_calls = _tool_use_ids(content)
         self._ids.update(self._open_calls)
@@ -423,9 +438,11 @@ class Conversation:
             self._ids.update(str(c["id"]) for c in extra_calls)
             if last_is_reply:
                 self._messages[-1]["content"].extend(extra_calls)
+                self._counts[-1] += len(extra_calls)
                 self._sources[-1].extend(extra_sources)
             else:
                 self._messages.append({"role": "assistant", "content": extra_calls})
+                self._counts.append(len(extra_calls))
                 self._sources.append(extra_sources)
         self._open_calls = []
         ordered = [results[c] for c in wave]
@@ -438,6 +455,7 @@ class Conversation:
         if not self._open_calls:
             return False
         dropped = self._messages.pop()
+        self._counts.pop()
         self._sources.pop()
         self._ids.difference_update(_tool_use_ids(dropped["content"]))
         self._open_calls = []
@@ -456,7 +474,7 @@ class Conversation:
         problem = self.sendable_problem()
         if problem is not None:
             raise invalid_args(f"mark conversation sent ({problem})", "the conversation", _SENDABLE_RECOVERY)
-        counts = _content_counts(self._messages)
+        counts = list(self._counts)
         shape = _shape_of_counts(self._sent_counts, counts)
         if shape == "rewritten":  # unreachable by construction; a bug if it ever happens
             raise RunfoldError(
@@ -473,8 +491,9 @@ class Conversation:
     def check_extends_last_sent(self) -> Shape:
         """The shape `mark_sent` would return now, without marking: `first`, `extended`,
         `reopened`, or `rewritten` (which never happens unless the invariant is broken). Cheap:
-        O(messages). The run loop may assert it is not `rewritten` before sending."""
-        return _shape_of_counts(self._sent_counts, _content_counts(self._messages))
+        compares block counts kept at every change (ints, C speed; no message is read). The run
+        loop may assert it is not `rewritten` before sending."""
+        return _shape_of_counts(self._sent_counts, self._counts)
 
     # ---- inheritance -----------------------------------------------------------------
 
@@ -515,6 +534,7 @@ class Conversation:
                         "cut the mother at a safe point outside a wave",
                     )
             conv._messages.append({"role": role, "content": blocks})
+            conv._counts.append(len(blocks))
             conv._ids.update(_tool_use_ids(blocks))
             conv._sources.append(list(srcs))
             expected = "assistant" if role == "user" else "user"
@@ -534,7 +554,8 @@ _SENDABLE_RECOVERY = (
 
 
 def _content_counts(messages: list[Message]) -> list[int]:
-    """Blocks per message (C-level loop: this runs once per request over the whole history)."""
+    """Blocks per message, read from the messages: the reference the kept `_counts` are tested
+    against."""
     return list(map(len, map(_CONTENT, messages)))
 
 
