@@ -85,7 +85,8 @@ class IncrementalValidator:
         prev = len(self._msgs)
         n = len(messages)
         # the previous last and the new last message change their `final` exemption
-        k = min(_identical_prefix(self._msgs, messages), max(prev - 1, 0), n - 1)
+        stable = min(max(prev - 1, 0), n - 1)
+        k = _identical_prefix(self._msgs[:stable], messages[:stable])
         affected = self._truncate(k, prev)
         last = n - 1
         report = Report(ANTHROPIC)
