@@ -34,8 +34,8 @@ def assert_same(inc: IncrementalRenderer, spec: RequestSpec, msgs: list[dict[str
     ref = render_request(
         inc.dialect, replace(spec, messages=[dict(m, content=list(m["content"])) for m in msgs])
     )
-    got = inc.render(msgs)
-    assert request_bytes(got.body) == request_bytes(ref.body)
+    got, raw = inc.render_bytes(msgs)
+    assert raw == request_bytes(got.body) == request_bytes(ref.body)
     assert got.breakpoints == ref.breakpoints
 
 
@@ -45,12 +45,26 @@ def assert_same(inc: IncrementalRenderer, spec: RequestSpec, msgs: list[dict[str
     dialect=st.sampled_from(DIALECTS),
     breakpoints=st.booleans(),
     thinking=st.sampled_from([None, {"type": "enabled", "budget_tokens": 1024}, {"effort": "low"}]),
+    stream=st.booleans(),
+    temperature=st.sampled_from([None, 0, 700, 1234]),
     data=st.data(),
 )
 def test_grown_block_by_block_equals_the_reference(
-    msgs: list[dict[str, Any]], dialect: str, breakpoints: bool, thinking: Any, data: st.DataObject
+    msgs: list[dict[str, Any]],
+    dialect: str,
+    breakpoints: bool,
+    thinking: Any,
+    stream: bool,
+    temperature: int | None,
+    data: st.DataObject,
 ) -> None:
-    spec = base_spec(dialect, cache_breakpoints=breakpoints, thinking=thinking)
+    spec = base_spec(
+        dialect,
+        cache_breakpoints=breakpoints,
+        thinking=thinking,
+        stream=stream,
+        temperature_milli=temperature,
+    )
     inc = IncrementalRenderer(dialect, spec)
     live: list[dict[str, Any]] = []
     for msg in msgs:
@@ -126,8 +140,8 @@ class IncrementalMachine(stateful.ConversationMachine):
             return
         for (dialect, bp), inc in self.renderers.items():
             ref = render_request(dialect, self.spec(breakpoints=bp))
-            got = inc.render(view)
-            assert request_bytes(got.body) == request_bytes(ref.body), dialect
+            got, raw = inc.render_bytes(view)
+            assert raw == request_bytes(got.body) == request_bytes(ref.body), dialect
             assert got.breakpoints == ref.breakpoints
             found = self.validators[dialect, bp].validate(got.body)
             assert found == validate(dialect, ref.body)

@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from runfold.core.messages import Block, Message
 from runfold.core.render import anthropic, openai_chat, openai_responses
 from runfold.core.render.spec import (
     ANTHROPIC,
     OPENAI_CHAT,
+    OPENAI_RESPONSES,
     Rendered,
     RequestSpec,
     check_dialect,
@@ -74,11 +77,12 @@ class IncrementalRenderer:
         self._wire: list[dict[str, Any]] = []
         self._offsets: list[int] = []  # Chat/Responses: len(wire) before message i
         self._snaps: list[tuple[int, dict[str, Any] | None]] = []  # Anthropic: (len(wire), wire[-1]) after i
+        self._encoded: list[bytes] = []  # orjson bytes of wire[0:len(_encoded)] (kept, never re-encoded)
 
     def reset(self) -> None:
         """Forget every rendered message (the next call renders all)."""
         self._src, self._last_len, self._orders = (), 0, []
-        self._wire, self._offsets, self._snaps = [], [], []
+        self._wire, self._offsets, self._snaps, self._encoded = [], [], [], []
 
     def render(self, messages: Sequence[Message]) -> Rendered:
         """The request body and breakpoints for `messages`; see the class docstring."""
@@ -95,6 +99,18 @@ class IncrementalRenderer:
             self.reset()
             raise
 
+    def render_bytes(self, messages: Sequence[Message]) -> tuple[Rendered, bytes]:
+        """`render(messages)` and the body's exact bytes, equal to `request_bytes(body)`.
+
+        The bytes are spliced from each kept piece's orjson bytes (encoded once, when the piece
+        was rendered) and the parts around them encoded per call: compact JSON is the
+        concatenation of its members' encodings, so this is byte-identical, at memcpy speed
+        instead of re-encoding the whole history (DESIGN.md §4: these bytes are hashed into
+        `model_called.request`).
+        """
+        rendered = self.render(messages)
+        return rendered, self._body_bytes(rendered.body)
+
     # ---- per dialect ------------------------------------------------------------------------
 
     def _truncate(self, k: int) -> None:
@@ -103,12 +119,14 @@ class IncrementalRenderer:
             del self._snaps[k:]
             length, last = self._snaps[k - 1] if k else (0, None)
             del self._wire[length:]
-            if length:
+            if length and self._wire[length - 1] is not last:
                 assert last is not None
                 self._wire[length - 1] = last
+                del self._encoded[length - 1 :]
+            del self._encoded[length:]
         else:
             if k < len(self._offsets):
-                del self._wire[self._offsets[k] :]
+                del self._wire[self._offsets[k] :], self._encoded[self._offsets[k] :]
             del self._offsets[k:]
 
     def _add(self, i: int, role: str, blocks: list[Block]) -> None:
@@ -120,6 +138,7 @@ class IncrementalRenderer:
                 if wire and wire[-1]["role"] == role:
                     # never edit a kept piece: the merged message is a new object
                     wire[-1] = {"role": role, "content": wire[-1]["content"] + content}
+                    del self._encoded[len(wire) - 1 :]
                 else:
                     wire.append({"role": role, "content": content})
             self._snaps.append((len(wire), wire[-1] if wire else None))
@@ -144,3 +163,37 @@ class IncrementalRenderer:
         if self.dialect == OPENAI_CHAT:
             return openai_chat.finish(self.spec, self._wire)
         return openai_responses.finish(self.spec, list(self._wire))
+
+    def _body_bytes(self, body: dict[str, Any]) -> bytes:
+        wire, encoded = self._wire, self._encoded
+        encoded.extend(map(orjson.dumps, wire[len(encoded) :]))
+        key = "input" if self.dialect == OPENAI_RESPONSES else "messages"
+        items: list[Any] = body[key]
+        lead = len(items) - len(wire)  # Chat: the system message before the conversation
+        pieces = [orjson.dumps(x) for x in items[:lead]]
+        if self.dialect == ANTHROPIC and items and self.spec.cache_breakpoints:
+            pieces += encoded[:-1]
+            pieces.append(orjson.dumps(items[-1]))  # the fresh copy carrying the tail breakpoint
+        else:
+            pieces += encoded
+        return splice(body, key, pieces)
+
+
+def splice(body: dict[str, Any], key: str, pieces: list[bytes]) -> bytes:
+    """`orjson.dumps(body)` where `body[key]` is a list whose items encode to `pieces`."""
+    keys = list(body)
+    at = keys.index(key)
+    head = orjson.dumps({k: body[k] for k in keys[:at]})[:-1]  # b'{...' without the closing brace
+    tail = orjson.dumps({k: body[k] for k in keys[at + 1 :]})[1:]  # b'...}' without the opening brace
+    return b"".join(
+        (
+            head,
+            b"," if at else b"",
+            orjson.dumps(key),
+            b":[",
+            b",".join(pieces),
+            b"]",
+            b"," if len(tail) > 1 else b"",
+            tail,
+        )
+    )
