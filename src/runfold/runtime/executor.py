@@ -41,7 +41,6 @@ from runfold.core.payloads import (
     WatchdogFired,
 )
 from runfold.core.records import Draft, Record
-from runfold.core.render import request_bytes
 from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import Provider, ProviderError, Reply, Request, StreamCallback, Usage
@@ -463,10 +462,10 @@ class RunLoop:
                 IncrementalRenderer(prefix.dialect, prefix.spec(())),
                 IncrementalValidator(prefix.dialect),
             )
-        # per-turn work independent of history; byte-identical to render_request + ensure_valid
-        rendered = self._incremental[1].render(messages)
+        # per-turn work independent of history (but for joining and hashing the bytes);
+        # byte-identical to render_request + ensure_valid + request_bytes
+        rendered, body_bytes = self._incremental[1].render_bytes(messages)
         self._incremental[2].ensure_valid(rendered.body)
-        body_bytes = request_bytes(rendered.body)
         shape = conv.check_extends_last_sent()
         if shape == "rewritten":
             raise RunfoldError(
