@@ -55,11 +55,12 @@ def render(spec: RequestSpec) -> Rendered:
     return finish(spec, _messages(spec))
 
 
-def finish(spec: RequestSpec, messages: list[dict[str, Any]]) -> Rendered:
+def finish(spec: RequestSpec, messages: list[dict[str, Any]], opener: int | None = None) -> Rendered:
     """The body of `render` around already rendered wire `messages` (alternating, merged).
 
     Places the breakpoints, marking the tail block of `messages[-1]` in place: the incremental
-    renderer passes a fresh copy of its last message.
+    renderer passes a fresh copy of its last message. `opener`: the tool loop walk's result from
+    message len-2 (see `loop_step`) when the caller keeps it; None walks back here.
     """
     system = [{"type": "text", "text": seg.text} for seg in spec.system if is_sent(seg)]
     tools: list[dict[str, Any]] = [
@@ -82,7 +83,7 @@ def finish(spec: RequestSpec, messages: list[dict[str, Any]]) -> Rendered:
     body["messages"] = messages
     if spec.stream:
         body["stream"] = True
-    if spec.thinking is not None and "type" in spec.thinking and _loop_opener_thinks(messages):
+    if spec.thinking is not None and "type" in spec.thinking and _loop_opener_thinks(messages, opener):
         body["thinking"] = {k: v for k, v in spec.thinking.items() if k not in THINKING_CONFIG_KEYS}
     temp = temperature(spec)
     if temp is not None:
@@ -154,7 +155,15 @@ def _messages(spec: RequestSpec) -> list[dict[str, Any]]:
     return out
 
 
-def _loop_opener_thinks(messages: list[dict[str, Any]]) -> bool:
+def loop_step(messages: list[dict[str, Any]], o: int, earlier: int) -> int:
+    """One step of the walk back over a tool loop from wire message o: `earlier` (the walk's
+    result from o-2) when message o-1 starts with a tool_result, else o."""
+    if o >= 2 and messages[o - 1]["content"][0]["type"] == "tool_result":
+        return earlier
+    return o
+
+
+def _loop_opener_thinks(messages: list[dict[str, Any]], opener: int | None = None) -> bool:
     """False when the request continues a tool loop whose opening assistant message starts with
     no thinking block (its thinking came from another model, or it was produced with thinking
     off). Anthropic refuses thinking-enabled requests in that state, so `render` then leaves the
@@ -163,10 +172,11 @@ def _loop_opener_thinks(messages: list[dict[str, Any]]) -> bool:
         return True
     if not any(b["type"] == "tool_result" for b in messages[-1]["content"]):
         return True
-    opener = len(messages) - 2
-    # walk back over assistant (tool_use) <- user (starting with tool_result) pairs
-    while opener >= 2 and messages[opener - 1]["content"][0]["type"] == "tool_result":
-        opener -= 2
+    if opener is None:
+        opener = len(messages) - 2
+        # walk back over assistant (tool_use) <- user (starting with tool_result) pairs
+        while opener >= 2 and messages[opener - 1]["content"][0]["type"] == "tool_result":
+            opener -= 2
     if opener < 0:
         return True
     return bool(messages[opener]["content"][0]["type"] in UNCACHEABLE)

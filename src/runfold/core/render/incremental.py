@@ -78,11 +78,13 @@ class IncrementalRenderer:
         self._offsets: list[int] = []  # Chat/Responses: len(wire) before message i
         self._snaps: list[tuple[int, dict[str, Any] | None]] = []  # Anthropic: (len(wire), wire[-1]) after i
         self._encoded: list[bytes] = []  # orjson bytes of wire[0:len(_encoded)] (kept, never re-encoded)
+        self._walk: list[int] = []  # Anthropic: the tool-loop walk back from wire[o] (anthropic.loop_step)
+        self.walked = 0  # walk steps taken so far (the complexity tests read it)
 
     def reset(self) -> None:
         """Forget every rendered message (the next call renders all)."""
         self._src, self._last_len, self._orders = (), 0, []
-        self._wire, self._offsets, self._snaps, self._encoded = [], [], [], []
+        self._wire, self._offsets, self._snaps, self._encoded, self._walk = [], [], [], [], []
 
     def render(self, messages: Sequence[Message]) -> Rendered:
         """The request body and breakpoints for `messages`; see the class docstring."""
@@ -122,8 +124,8 @@ class IncrementalRenderer:
             if length and self._wire[length - 1] is not last:
                 assert last is not None
                 self._wire[length - 1] = last
-                del self._encoded[length - 1 :]
-            del self._encoded[length:]
+                del self._encoded[length - 1 :], self._walk[length - 1 :]
+            del self._encoded[length:], self._walk[length:]
         else:
             if k < len(self._offsets):
                 del self._wire[self._offsets[k] :], self._encoded[self._offsets[k] :]
@@ -138,7 +140,7 @@ class IncrementalRenderer:
                 if wire and wire[-1]["role"] == role:
                     # never edit a kept piece: the merged message is a new object
                     wire[-1] = {"role": role, "content": wire[-1]["content"] + content}
-                    del self._encoded[len(wire) - 1 :]
+                    del self._encoded[len(wire) - 1 :], self._walk[len(wire) - 1 :]
                 else:
                     wire.append({"role": role, "content": content})
             self._snaps.append((len(wire), wire[-1] if wire else None))
@@ -159,7 +161,15 @@ class IncrementalRenderer:
                 last = messages[-1]
                 # a fresh last message: `finish` marks its tail block in place
                 messages[-1] = {"role": last["role"], "content": [dict(b) for b in last["content"]]}
-            return anthropic.finish(self.spec, messages)
+            opener = None
+            thinking = self.spec.thinking
+            if thinking is not None and "type" in thinking and len(messages) >= 2:
+                walk, wire = self._walk, self._wire
+                for o in range(len(walk), len(wire)):
+                    self.walked += 1
+                    walk.append(anthropic.loop_step(wire, o, walk[o - 2] if o >= 2 else o))
+                opener = walk[len(wire) - 2]
+            return anthropic.finish(self.spec, messages, opener)
         if self.dialect == OPENAI_CHAT:
             return openai_chat.finish(self.spec, self._wire)
         return openai_responses.finish(self.spec, list(self._wire))
