@@ -79,27 +79,52 @@ def validate(body: Any) -> list[Violation]:
         roles.append(role)
         blocks_of.append(blocks)
 
-    for i, role in enumerate(roles):
-        if i == 0 and role is not None and role != "user":
-            report.add(0, "first-message-user", "messages[0].role", f"the first message has role {role!r}")
-        if i > 0 and role is not None and role == roles[i - 1]:
-            report.add(
-                i,
-                "roles-alternate",
-                f"messages[{i}].role",
-                f"message {i} has role {role!r} like message {i - 1} before it",
-            )
-        for j, block in enumerate(blocks_of[i]):
-            kind = block.get("type")
-            if role == "assistant" and kind == "tool_use" and isinstance(block.get("id"), str):
-                zone = frozenset({i + 1}) if i + 1 < len(roles) and roles[i + 1] == "user" else frozenset()
-                calls.append(Call(block["id"], i, f"messages[{i}].content[{j}]", zone))
-            if role == "user" and kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                results.append(Result(block["tool_use_id"], i, f"messages[{i}].content[{j}]"))
+    for i in range(len(roles)):
+        alternation_at(report, i, roles)
+        calls.extend(calls_at(i, roles, blocks_of))
+        results.extend(results_at(i, roles, blocks_of))
     check_pairing(report, calls, results, call_word="tool_use", result_word="tool_result")
     _check_results_first(report, roles, blocks_of)
     _check_thinking(report, body, roles, blocks_of)
     return report.sorted()
+
+
+def alternation_at(report: Report, i: int, roles: list[str | None]) -> None:
+    """Message i's `first-message-user` / `roles-alternate` checks (reads messages i-1 and i)."""
+    role = roles[i]
+    if i == 0 and role is not None and role != "user":
+        report.add(0, "first-message-user", "messages[0].role", f"the first message has role {role!r}")
+    if i > 0 and role is not None and role == roles[i - 1]:
+        report.add(
+            i,
+            "roles-alternate",
+            f"messages[{i}].role",
+            f"message {i} has role {role!r} like message {i - 1} before it",
+        )
+
+
+def calls_at(i: int, roles: list[str | None], blocks_of: list[list[dict[str, Any]]]) -> list[Call]:
+    """The tool_use calls of message i; their answer zone is message i+1 when it is a user
+    message (so they depend on the role of message i+1)."""
+    if roles[i] != "assistant":
+        return []
+    calls = []
+    for j, block in enumerate(blocks_of[i]):
+        if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+            zone = frozenset({i + 1}) if i + 1 < len(roles) and roles[i + 1] == "user" else frozenset()
+            calls.append(Call(block["id"], i, f"messages[{i}].content[{j}]", zone))
+    return calls
+
+
+def results_at(i: int, roles: list[str | None], blocks_of: list[list[dict[str, Any]]]) -> list[Result]:
+    """The tool_result blocks of message i."""
+    if roles[i] != "user":
+        return []
+    return [
+        Result(block["tool_use_id"], i, f"messages[{i}].content[{j}]")
+        for j, block in enumerate(blocks_of[i])
+        if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str)
+    ]
 
 
 def _check_message(

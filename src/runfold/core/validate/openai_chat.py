@@ -54,19 +54,36 @@ def validate(body: Any) -> list[Violation]:
 
     calls: list[Call] = []
     results: list[Result] = []
-    for i, msg in enumerate(messages):
-        if roles[i] == "assistant" and isinstance(msg.get("tool_calls"), list):
-            end = i + 1
-            while end < len(roles) and roles[end] == "tool":
-                end += 1
-            zone = frozenset(range(i + 1, end))
-            for j, tc in enumerate(msg["tool_calls"]):
-                if isinstance(tc, dict) and isinstance(tc.get("id"), str):
-                    calls.append(Call(tc["id"], i, f"messages[{i}].tool_calls[{j}]", zone))
-        if roles[i] == "tool" and isinstance(msg.get("tool_call_id"), str):
-            results.append(Result(msg["tool_call_id"], i, f"messages[{i}]"))
+    for i in range(len(messages)):
+        calls.extend(calls_at(messages, roles, i))
+        results.extend(results_at(messages, roles, i))
     check_pairing(report, calls, results, call_word="tool call", result_word="tool message")
     return report.sorted()
+
+
+def calls_at(messages: list[Any], roles: list[str | None], i: int) -> list[Call]:
+    """The tool calls of message i; their answer zone is the run of tool messages after it (so
+    they depend on the messages up to the end of that run)."""
+    msg = messages[i]
+    if roles[i] != "assistant" or not isinstance(msg.get("tool_calls"), list):
+        return []
+    end = i + 1
+    while end < len(roles) and roles[end] == "tool":
+        end += 1
+    zone = frozenset(range(i + 1, end))
+    return [
+        Call(tc["id"], i, f"messages[{i}].tool_calls[{j}]", zone)
+        for j, tc in enumerate(msg["tool_calls"])
+        if isinstance(tc, dict) and isinstance(tc.get("id"), str)
+    ]
+
+
+def results_at(messages: list[Any], roles: list[str | None], i: int) -> list[Result]:
+    """The result message i is (a tool message), if any."""
+    msg = messages[i]
+    if roles[i] == "tool" and isinstance(msg.get("tool_call_id"), str):
+        return [Result(msg["tool_call_id"], i, f"messages[{i}]")]
+    return []
 
 
 def _check_message(report: Report, i: int, path: str, msg: Any) -> str | None:

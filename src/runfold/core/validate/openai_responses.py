@@ -98,28 +98,35 @@ def validate(body: Any) -> list[Violation]:
 
     calls: list[Call] = []
     results: list[Result] = []
-    i = 0
-    while i < len(items):
-        if not _assistant_side(items[i]):
-            i += 1
-            continue
-        start = i
-        while i < len(items) and _assistant_side(items[i]):
-            i += 1
-        end = i
-        while end < len(items) and item_type(items[end]) in OUTPUT_TYPES:
-            end += 1
-        zone = frozenset(range(i, end))
-        for k in range(start, i):
-            item = items[k]
-            if item_type(item) in CALL_TYPES and isinstance(item.get("call_id"), str):
-                calls.append(Call(item["call_id"], k, f"input[{k}]", zone))
-    for k, item in enumerate(items):
-        if item_type(item) in OUTPUT_TYPES and isinstance(item.get("call_id"), str):
-            results.append(Result(item["call_id"], k, f"input[{k}]"))
+    for k in range(len(items)):
+        calls.extend(calls_at(items, k))
+        results.extend(results_at(items, k))
     check_pairing(report, calls, results, call_word="function_call", result_word="function_call_output")
     _check_reasoning(report, items)
     return report.sorted()
+
+
+def calls_at(items: list[Any], k: int) -> list[Call]:
+    """The call item k is, if any; its answer zone is the run of output items right after the
+    run of assistant-side items holding it (so it depends on the items up to that zone's end)."""
+    item = items[k]
+    if item_type(item) not in CALL_TYPES or not isinstance(item.get("call_id"), str):
+        return []
+    i = k + 1
+    while i < len(items) and _assistant_side(items[i]):
+        i += 1
+    end = i
+    while end < len(items) and item_type(items[end]) in OUTPUT_TYPES:
+        end += 1
+    return [Call(item["call_id"], k, f"input[{k}]", frozenset(range(i, end)))]
+
+
+def results_at(items: list[Any], k: int) -> list[Result]:
+    """The output item k is, if any."""
+    item = items[k]
+    if item_type(item) in OUTPUT_TYPES and isinstance(item.get("call_id"), str):
+        return [Result(item["call_id"], k, f"input[{k}]")]
+    return []
 
 
 def _check_item(report: Report, i: int, path: str, item: Any) -> None:
@@ -222,23 +229,30 @@ def _check_message(report: Report, i: int, path: str, item: dict[str, Any]) -> N
 def _check_reasoning(report: Report, items: list[Any]) -> None:
     """A reasoning item (or a run of them) must be immediately followed by the assistant-side item
     it produced: a call or an assistant message."""
-    for i, item in enumerate(items):
-        if item_type(item) != "reasoning":
-            continue
-        k = i + 1
-        while k < len(items) and item_type(items[k]) == "reasoning":
-            k += 1  # consecutive reasoning items of one output share the item that follows them
-        nxt = items[k] if k < len(items) else None
-        if nxt is not None and _assistant_side(nxt):
-            continue
-        rid = item.get("id")
-        label = f"reasoning item {rid!r}" if isinstance(rid, str) else "the reasoning item"
-        what = "ends the input" if nxt is None else f"is followed by a {item_type(nxt) or 'malformed'} item"
-        if nxt is not None and item_type(nxt) == "message":
-            what = f"is followed by a {nxt.get('role')} message"
-        report.add(
-            i,
-            "reasoning-adjacent",
-            f"input[{i}]",
-            f"{label} {what}; keep it directly before the call or message it produced",
-        )
+    for i in range(len(items)):
+        reasoning_at(report, items, i)
+
+
+def reasoning_at(report: Report, items: list[Any], i: int) -> None:
+    """The `reasoning-adjacent` check of item i (it reads the items up to the first one after
+    i that is not reasoning)."""
+    item = items[i]
+    if item_type(item) != "reasoning":
+        return
+    k = i + 1
+    while k < len(items) and item_type(items[k]) == "reasoning":
+        k += 1  # consecutive reasoning items of one output share the item that follows them
+    nxt = items[k] if k < len(items) else None
+    if nxt is not None and _assistant_side(nxt):
+        return
+    rid = item.get("id")
+    label = f"reasoning item {rid!r}" if isinstance(rid, str) else "the reasoning item"
+    what = "ends the input" if nxt is None else f"is followed by a {item_type(nxt) or 'malformed'} item"
+    if nxt is not None and item_type(nxt) == "message":
+        what = f"is followed by a {nxt.get('role')} message"
+    report.add(
+        i,
+        "reasoning-adjacent",
+        f"input[{i}]",
+        f"{label} {what}; keep it directly before the call or message it produced",
+    )
