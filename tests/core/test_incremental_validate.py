@@ -41,20 +41,93 @@ messages = st.one_of(
     ),
     st.just("junk"),
 )
-ops = st.one_of(
-    st.tuples(st.just("append"), messages),
-    st.tuples(st.just("pop"), st.none()),
-    st.tuples(st.just("replace"), st.tuples(st.integers(0, 30), messages)),
-    st.tuples(st.just("thinking"), st.booleans()),
-    st.tuples(st.just("same"), st.none()),
+chat_calls = st.lists(
+    st.one_of(
+        st.builds(
+            lambda i: {"id": i, "type": "function", "function": {"name": "read", "arguments": "{}"}}, IDS
+        ),
+        st.just({"type": "function"}),
+        st.just("x"),
+    ),
+    max_size=3,
 )
+chat_messages = st.one_of(
+    st.builds(
+        lambda role, content: {"role": role, "content": content},
+        st.sampled_from(["user", "system", "developer", "function"]),
+        st.sampled_from(["hi", "", " ", None, [], [{"type": "text", "text": "a"}], [{"type": "image_url"}]]),
+    ),
+    st.builds(
+        lambda content, calls: {"role": "assistant", "content": content, **calls},
+        st.sampled_from(["ok", None, " ", [{"type": "tool_use"}]]),
+        st.one_of(st.just({}), st.builds(lambda c: {"tool_calls": c}, chat_calls)),
+    ),
+    st.builds(
+        lambda i, content: {"role": "tool", "tool_call_id": i, "content": content},
+        st.one_of(IDS, st.just(5)),
+        st.sampled_from(["r", "", None]),
+    ),
+    st.just(3),
+)
+response_items = st.one_of(
+    st.builds(
+        lambda role, content: {"type": "message", "role": role, "content": content},
+        st.sampled_from(["user", "assistant", "system", "tool"]),
+        st.sampled_from(["hi", " ", [], [{"type": "input_text", "text": "a"}], [{"type": "tool_use"}]]),
+    ),
+    st.builds(lambda role: {"role": role, "content": "easy"}, st.sampled_from(["user", "assistant"])),
+    st.builds(
+        lambda i, args: {"type": "function_call", "call_id": i, "name": "read", "arguments": args},
+        IDS,
+        st.sampled_from(["{}", 1]),
+    ),
+    st.builds(lambda i: {"type": "function_call_output", "call_id": i, "output": "r"}, IDS),
+    st.builds(lambda extra: {"type": "reasoning", **extra}, st.sampled_from([{"summary": []}, {"id": "rs"}])),
+    st.just({"type": "web_search_call"}),
+    st.just({"type": "nope"}),
+    st.just(None),
+)
+clean_blocks = st.one_of(
+    st.just({"type": "text", "text": "ok"}),
+    st.builds(lambda i: {"type": "tool_use", "id": i, "name": "read", "input": {}}, IDS),
+    st.builds(lambda i: {"type": "tool_result", "tool_use_id": i, "content": "r"}, IDS),
+    st.just({"type": "thinking", "thinking": "t", "signature": "S"}),
+)
+clean_messages = st.builds(
+    lambda role, content: {"role": role, "content": content},
+    st.sampled_from(["user", "assistant"]),
+    st.lists(clean_blocks, min_size=1, max_size=3),
+)
+ITEMS = {
+    "anthropic": st.one_of(messages, clean_messages, clean_messages),
+    "openai-chat": chat_messages,
+    "openai-responses": response_items,
+}
+
+
+def body_of(dialect: str, items: list[Any], thinking: bool) -> dict[str, Any]:
+    if dialect == "openai-responses":
+        return {"model": "m", "input": list(items)}
+    body: dict[str, Any] = {"model": "m", "messages": list(items)}
+    if thinking:
+        body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
+    return body
 
 
 @settings(max_examples=300, deadline=None)
-@given(start=st.lists(messages, max_size=6), edits=st.lists(ops, max_size=25))
-def test_every_body_gets_the_reference_violations(start: list[Any], edits: list[Any]) -> None:
-    inc = IncrementalValidator("anthropic")
-    msgs = list(start)
+@given(dialect=st.sampled_from(DIALECTS), data=st.data())
+def test_every_body_gets_the_reference_violations(dialect: str, data: st.DataObject) -> None:
+    item = ITEMS[dialect]
+    ops = st.one_of(
+        st.tuples(st.just("append"), item),
+        st.tuples(st.just("pop"), st.none()),
+        st.tuples(st.just("replace"), st.tuples(st.integers(0, 30), item)),
+        st.tuples(st.just("thinking"), st.booleans()),
+        st.tuples(st.just("same"), st.none()),
+    )
+    msgs = data.draw(st.lists(item, max_size=6))
+    edits = data.draw(st.lists(ops, max_size=25))
+    inc = IncrementalValidator(dialect)
     thinking = False
     for op, arg in [("same", None), *edits]:
         if op == "append":
@@ -65,10 +138,8 @@ def test_every_body_gets_the_reference_violations(start: list[Any], edits: list[
             msgs[arg[0] % len(msgs)] = arg[1]
         elif op == "thinking":
             thinking = arg
-        body: dict[str, Any] = {"model": "m", "max_tokens": 5, "messages": list(msgs)}
-        if thinking:
-            body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
-        assert inc.validate(body) == validate("anthropic", body)
+        body = body_of(dialect, msgs, thinking)
+        assert inc.validate(body) == validate(dialect, body)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
