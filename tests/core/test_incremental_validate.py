@@ -10,6 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runfold.core.messages import message, text_block, tool_result_block, tool_use_block
+from runfold.core.render import RequestSpec
+from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.validate import DIALECTS, validate
 from runfold.core.validate.incremental import IncrementalValidator
 
@@ -178,3 +181,25 @@ def test_work_per_request_does_not_grow_with_history() -> None:
 
     short, long = per_turn(10), per_turn(1000)
     assert max(short[1:]) == max(long[1:]) <= 3
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_rendered_tool_loop_checks_a_bounded_number_of_messages_per_request(dialect: str) -> None:
+    """Renderer and validator together, as the run loop uses them: messages checked per request
+    are the same at 10 and at 1,000 turns, and every body passes."""
+
+    def per_turn(turns: int) -> list[int]:
+        renderer = IncrementalRenderer(dialect, RequestSpec(model="m", cache_key="k"))
+        inc = IncrementalValidator(dialect)
+        msgs: list[Any] = [message("user", [text_block("go")])]
+        costs = []
+        for t in range(turns):
+            before = inc.checked
+            assert inc.validate(renderer.render(msgs).body) == []
+            costs.append(inc.checked - before)
+            msgs.append(message("assistant", [tool_use_block(f"c{t}", "read", "{}")]))
+            msgs.append(message("user", [tool_result_block(f"c{t}", "ok", False)]))
+        return costs
+
+    short, long = per_turn(10), per_turn(1000)
+    assert max(short[1:]) == max(long[1:]) <= 4
