@@ -18,7 +18,9 @@ from runfold.core.canonical import (
     FORMAT_VERSION,
     MAX_DEPTH,
     Envelope,
+    FloatSeen,
     check_json,
+    decode_float_free,
     encode_line,
 )
 from runfold.core.errors import ErrorCode, RunfoldError
@@ -216,8 +218,8 @@ class LineChecker:
         `ig:true`, which stays in the chain but must be skipped by folds). Raises LineRefused.
         """
         try:
-            env = self._accept_fast(_decode_float_free(raw), raw)
-        except (_FloatSeen, msgspec.DecodeError, orjson.JSONEncodeError):
+            env = self._accept_fast(decode_float_free(raw), raw)
+        except (FloatSeen, msgspec.DecodeError, orjson.JSONEncodeError):
             env = None
         if env is not None:
             self.expected_seq += 1
@@ -333,15 +335,6 @@ class LineChecker:
         return _new_envelope(Envelope, (*values[:6], kind, data, addr, shape[-1] is bool))
 
 
-class _FloatSeen(Exception):
-    """Raised by the fast decoder at the first float literal: the exact path names it."""
-
-
-def _refuse_float(literal: str) -> Any:
-    raise _FloatSeen(literal)
-
-
-_decode_float_free = msgspec.json.Decoder(float_hook=_refuse_float).decode
 _FAST_SHAPES: dict[tuple[str, ...], tuple[type, ...]] = {
     _KEY_ORDER[(has_addr, ig)]: (int, str, int, str, int, str)
     + ((str,) if has_addr else ())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from runfold.core.canonical import Json, check_json
+from runfold.core.canonical import Json, check_data
 from runfold.core.errors import invalid_args
 from runfold.core.kinds import Kind
 from runfold.core.struct import Struct
@@ -22,7 +22,7 @@ class Payload(Struct):
     KIND: ClassVar[Kind]
 
     def __post_init__(self) -> None:
-        check_json(self.to_data())
+        check_data(self.to_data())
 
 
 # ---- small nested objects -------------------------------------------------------------
