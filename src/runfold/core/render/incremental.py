@@ -77,14 +77,18 @@ class IncrementalRenderer:
         self._wire: list[dict[str, Any]] = []
         self._offsets: list[int] = []  # Chat/Responses: len(wire) before message i
         self._snaps: list[tuple[int, dict[str, Any] | None]] = []  # Anthropic: (len(wire), wire[-1]) after i
-        self._encoded: list[bytes] = []  # orjson bytes of wire[0:len(_encoded)] (kept, never re-encoded)
+        # orjson bytes of wire[0:len(_ends)] joined by commas (each piece encoded once, kept);
+        # _ends[i] is where piece i ends in _joined
+        self._joined = bytearray()
+        self._ends: list[int] = []
         self._walk: list[int] = []  # Anthropic: the tool-loop walk back from wire[o] (anthropic.loop_step)
         self.walked = 0  # walk steps taken so far (the complexity tests read it)
 
     def reset(self) -> None:
         """Forget every rendered message (the next call renders all)."""
         self._src, self._last_len, self._orders = (), 0, []
-        self._wire, self._offsets, self._snaps, self._encoded, self._walk = [], [], [], [], []
+        self._wire, self._offsets, self._snaps, self._walk = [], [], [], []
+        self._joined, self._ends = bytearray(), []
 
     def render(self, messages: Sequence[Message]) -> Rendered:
         """The request body and breakpoints for `messages`; see the class docstring."""
@@ -124,11 +128,14 @@ class IncrementalRenderer:
             if length and self._wire[length - 1] is not last:
                 assert last is not None
                 self._wire[length - 1] = last
-                del self._encoded[length - 1 :], self._walk[length - 1 :]
-            del self._encoded[length:], self._walk[length:]
+                self._cut(length - 1)
+                del self._walk[length - 1 :]
+            self._cut(length)
+            del self._walk[length:]
         else:
             if k < len(self._offsets):
-                del self._wire[self._offsets[k] :], self._encoded[self._offsets[k] :]
+                self._cut(self._offsets[k])
+                del self._wire[self._offsets[k] :]
             del self._offsets[k:]
 
     def _add(self, i: int, role: str, blocks: list[Block]) -> None:
@@ -140,7 +147,8 @@ class IncrementalRenderer:
                 if wire and wire[-1]["role"] == role:
                     # never edit a kept piece: the merged message is a new object
                     wire[-1] = {"role": role, "content": wire[-1]["content"] + content}
-                    del self._encoded[len(wire) - 1 :], self._walk[len(wire) - 1 :]
+                    self._cut(len(wire) - 1)
+                    del self._walk[len(wire) - 1 :]
                 else:
                     wire.append({"role": role, "content": content})
             self._snaps.append((len(wire), wire[-1] if wire else None))
@@ -174,34 +182,53 @@ class IncrementalRenderer:
             return openai_chat.finish(self.spec, self._wire)
         return openai_responses.finish(self.spec, list(self._wire))
 
+    def _cut(self, j: int) -> None:
+        """Forget the bytes of wire pieces j.. (they changed or are gone)."""
+        if j < len(self._ends):
+            del self._ends[j:]
+            del self._joined[self._ends[-1] if self._ends else 0 :]
+
     def _body_bytes(self, body: dict[str, Any]) -> bytes:
-        wire, encoded = self._wire, self._encoded
-        encoded.extend(map(orjson.dumps, wire[len(encoded) :]))
+        wire, joined, ends = self._wire, self._joined, self._ends
+        for piece in wire[len(ends) :]:
+            if ends:
+                joined += b","
+            joined += orjson.dumps(piece)
+            ends.append(len(joined))
         key = "input" if self.dialect == OPENAI_RESPONSES else "messages"
         items: list[Any] = body[key]
         lead = len(items) - len(wire)  # Chat: the system message before the conversation
-        pieces = [orjson.dumps(x) for x in items[:lead]]
+        before = [orjson.dumps(x) for x in items[:lead]]
+        after: list[bytes] = []
+        kept = len(joined)
         if self.dialect == ANTHROPIC and items and self.spec.cache_breakpoints:
-            pieces += encoded[:-1]
-            pieces.append(orjson.dumps(items[-1]))  # the fresh copy carrying the tail breakpoint
-        else:
-            pieces += encoded
-        return splice(body, key, pieces)
+            kept = ends[-2] if len(ends) >= 2 else 0
+            after.append(orjson.dumps(items[-1]))  # the fresh copy carrying the tail breakpoint
+        with memoryview(joined) as view:
+            return splice(body, key, before, view[:kept], after)
 
 
-def splice(body: dict[str, Any], key: str, pieces: list[bytes]) -> bytes:
-    """`orjson.dumps(body)` where `body[key]` is a list whose items encode to `pieces`."""
+def splice(body: dict[str, Any], key: str, before: list[bytes], middle: Any, after: list[bytes]) -> bytes:
+    """`orjson.dumps(body)` where the list `body[key]` encodes to the item encodings `before`,
+    then the comma-joined items `middle` (bytes-like, may be empty), then the items `after`."""
     keys = list(body)
     at = keys.index(key)
     head = orjson.dumps({k: body[k] for k in keys[:at]})[:-1]  # b'{...' without the closing brace
     tail = orjson.dumps({k: body[k] for k in keys[at + 1 :]})[1:]  # b'...}' without the opening brace
+    parts = [*before, middle] if len(middle) else list(before)
+    parts += after
+    inner: list[Any] = []
+    for part in parts:  # a handful of parts: the middle is one buffer however long the history
+        if inner:
+            inner.append(b",")
+        inner.append(part)
     return b"".join(
         (
             head,
             b"," if at else b"",
             orjson.dumps(key),
             b":[",
-            b",".join(pieces),
+            *inner,
             b"]",
             b"," if len(tail) > 1 else b"",
             tail,
