@@ -174,6 +174,11 @@ class RunfoldGroup(TyperGroup):
         except KeyboardInterrupt:
             err_console().print("interrupted", markup=False)
             ctx.exit(130)
+        except (OSError, RecursionError) as error:
+            if ctx.meta.get(DEBUG_META_KEY):
+                raise
+            mapped = environment_error(error)
+            _fail(ctx, mapped.display(), exit_code_for(mapped), error_object(mapped))
         except Exception as error:
             if ctx.meta.get(DEBUG_META_KEY):
                 raise
@@ -189,6 +194,28 @@ class RunfoldGroup(TyperGroup):
                 EXIT_INTERNAL,
                 {"code": "internal", "display": message},
             )
+
+
+def environment_error(error: OSError | RecursionError) -> RunfoldError:
+    """The §11 error for a failure of the machine rather than of runfold: a file the OS refused
+    (permissions, a directory where a file belongs, a full disk: `E_STORAGE_FATAL` naming the
+    path and the OS's reason) or input nested too deeply to read (`E_INVALID_ARGS`)."""
+    if isinstance(error, RecursionError):
+        return RunfoldError(
+            ErrorCode.INVALID_ARGS,
+            "read the input (it is nested too deeply to process)",
+            "the input",
+            "flatten the input: JSON nested thousands of levels deep is not a request or a ledger",
+        )
+    where = error.filename if error.filename is not None else "the file system"
+    reason = error.strerror or type(error).__name__
+    return RunfoldError(
+        ErrorCode.STORAGE_FATAL,
+        f"use the file ({reason})",
+        str(where),
+        "check that the path exists, is the right kind (file or directory) and that this user may "
+        "read and write it, then run the command again",
+    )
 
 
 def _silence_stdout() -> None:
