@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import run_cli
+from cli_support import run_cli
 
 
 def test_a_file_where_the_index_directory_belongs_is_storage_fatal(tmp_path: Path) -> None:

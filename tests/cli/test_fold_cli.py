@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import GOLDEN, GOLDEN_RUN, run_cli
 
-from conftest import GOLDEN, GOLDEN_RUN, run_cli
 from runfold.api import Workspace
 from runfold.core.ids import short_run_ids
 from runfold.core.validate import validate

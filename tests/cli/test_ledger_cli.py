@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, GOLDEN_HEAD, GOLDEN_RUN, run_cli
+from cli_support import GOLDEN, GOLDEN_HEAD, GOLDEN_RUN, run_cli
 
 
 def _lines(path: Path) -> list[bytes]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from cli_support import run_cli
 
 from runfold.api import Workspace
 from runfold.core.kinds import Kind

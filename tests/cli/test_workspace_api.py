@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN_HEAD, GOLDEN_RUN, run_cli
+from cli_support import GOLDEN_HEAD, GOLDEN_RUN, run_cli
 
 from runfold.api import Workspace, verify
 from runfold.cli.ledger_cmds import PROGRESS_MIN_BYTES, _LazyBar

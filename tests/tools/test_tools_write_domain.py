@@ -46,7 +46,7 @@ def test_lexical_escapes_are_refused_with_a_gate(
     err = _refusal(ctx, path)
     assert err.code is ErrorCode.OUTSIDE_WRITE_DOMAIN
     assert err.gate is not None
-    assert "only inside its room `lab/room1`" in err.gate.rule
+    assert "only inside the room `lab/room1`" in err.gate.rule
     assert violation in err.gate.violation
     assert f"write `{alternative}`" in err.gate.alternative
     assert err.nearby == (alternative,)

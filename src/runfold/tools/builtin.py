@@ -56,7 +56,7 @@ def _not_found(ctx: ToolContext, path: str, real: Path, action: str) -> RunfoldE
         ErrorCode.PATH_NOT_FOUND,
         action,
         repr(path),
-        f"no such path{hint}; check it with list_dir — paths are relative to the room {ctx.room_label}",
+        f"no such path{hint}; check it with list_dir — paths are relative to {ctx.room_label}",
         nearby=nearby,
     )
 

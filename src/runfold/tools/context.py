@@ -126,8 +126,8 @@ class ToolContext:
 
     @property
     def room_label(self) -> str:
-        """How errors name the room: `lab/room1`, or `the workspace root`."""
-        return f"`{self.room}`" if self.room else "the workspace root"
+        """How errors name the room: "the room `lab/room1`", or "the workspace root"."""
+        return f"the room `{self.room}`" if self.room else "the workspace root"
 
     def ensure_room(self) -> Path:
         """Create the room directory if missing and return it (it is inside the write domain)."""
@@ -149,7 +149,7 @@ class ToolContext:
     # ---- the write domain ---------------------------------------------------------------
 
     def _write_rule(self) -> str:
-        return f"a run writes only inside its room {self.room_label}, never into .runfold"
+        return f"a run writes only inside {self.room_label}, never into .runfold"
 
     def _refuse_write(self, path: str, violation: str, name: str, action: str) -> RunfoldError:
         alt = self._alternative(name)
@@ -231,7 +231,7 @@ class ToolContext:
             gate=Gate(
                 rule="a run reads only inside its workspace, never inside .runfold",
                 violation=violation,
-                alternative=f"read `{alternative}` (paths are relative to the room {self.room_label})",
+                alternative=f"read `{alternative}` (paths are relative to {self.room_label})",
             ),
         )
 

@@ -743,8 +743,8 @@ def not_in_lineage(lin: Lineage, seq: int, tail: int | None = None) -> RunfoldEr
     tail_note = f"; the ledger's tail is seq {tail}" if tail is not None else ""
     past = tail is not None and seq > tail
     return invalid_args(
-        f"fold run {lin.run} at seq {seq}" + (" (past the ledger's tail)" if past else ""),
-        f"seq {seq}",
+        f"cut at seq {seq}" + (" (past the ledger's tail)" if past else " (not a line of this run)"),
+        f"run {lin.run}",
         f"give a seq of the run or of the runs it inherits from ({where}{tail_note})",
         tuple(str(s) for s in _nearby(lin.seqs(), seq)),
     )
