@@ -26,7 +26,7 @@ from runfold.core.canonical import (
 )
 from runfold.core.chain import Fault, LineChecker, LineRefused, parse_envelope
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.core.ids import ZERO_HASH
+from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH
 from runfold.store.verify import verify_path
 
 EDGE_INTS = [I64_MIN, I64_MIN + 1, -1, 0, 1, (1 << 63) - 1, 1 << 63, U64_MAX - 1, U64_MAX]
@@ -96,14 +96,14 @@ def test_canonical_bytes_round_trip(
 def test_nesting_up_to_the_cap_round_trips(depth: int) -> None:
     data = nested(depth)
     assert depth_of(data) == depth
-    env = Envelope(FORMAT_VERSION, str(ZERO_HASH[:8]), 0, ZERO_HASH, 0, "runtime", "tool_result", data)
+    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "tool_result", data)
     raw = encode_line(env)
     assert LineChecker().check(raw, 1)[0] == env
 
 
 def test_nesting_past_the_cap_is_refused() -> None:
     data = nested(MAX_DEPTH + 1)
-    env = Envelope(FORMAT_VERSION, "r", 0, ZERO_HASH, 0, "runtime", "tool_result", data)
+    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "tool_result", data)
     with pytest.raises(RunfoldError) as err:
         encode_line(env)
     assert err.value.code is ErrorCode.INVALID_ARGS
@@ -144,7 +144,7 @@ def with_float(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
 @given(planted=with_float())
 def test_every_float_is_refused_naming_its_path(planted: tuple[dict[str, Any], str]) -> None:
     data, path = planted
-    env = Envelope(FORMAT_VERSION, "r", 0, ZERO_HASH, 0, "runtime", "tool_result", data)
+    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "tool_result", data)
     with pytest.raises(RunfoldError) as err:
         encode_line(env)
     assert err.value.code is ErrorCode.INVALID_ARGS and err.value.subject == path

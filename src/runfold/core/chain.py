@@ -24,7 +24,7 @@ from runfold.core.canonical import (
     encode_line,
 )
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.core.ids import ZERO_HASH
+from runfold.core.ids import ZERO_HASH, is_run_id
 from runfold.core.kinds import KNOWN_KIND_NAMES
 
 
@@ -197,7 +197,7 @@ class LineChecker:
     segment's head to continue across segments.
     """
 
-    __slots__ = ("expected_seq", "head", "known_kinds", "where")
+    __slots__ = ("expected_seq", "head", "known_kinds", "run_ids", "where")
 
     def __init__(
         self,
@@ -210,6 +210,8 @@ class LineChecker:
         self.head = head
         self.where = where
         self.known_kinds = known_kinds
+        self.run_ids: set[str] = set()
+        """Run ids already seen well-formed (a lookup instead of a regex per line)."""
 
     def check(self, raw: bytes, line_no: int) -> tuple[Envelope, bool]:
         """Verify one line (bytes without its newline) and advance.
@@ -238,6 +240,16 @@ class LineChecker:
                 "the bytes do not parse as a ledger line",
                 self.where,
             )
+        if env.run not in self.run_ids:
+            if not is_run_id(env.run):
+                raise refuse(
+                    Fault.NOT_A_LINE,
+                    line_no,
+                    env.seq,
+                    f"run {env.run!r} is not a lowercase hyphenated UUID",
+                    self.where,
+                )
+            self.run_ids.add(env.run)
         if env.v < 1:
             raise refuse(
                 Fault.VERSION_UNSUPPORTED, line_no, env.seq, f"format version {env.v} < 1", self.where
@@ -316,13 +328,14 @@ class LineChecker:
         values = tuple(obj.values())
         if tuple(map(type, values)) != shape:
             return None
-        v, _run, seq, prev, _t, _who = values[:6]
+        v, run, seq, prev, _t, _who = values[:6]
         kind, data = values[-3:-1] if shape[-1] is bool else values[-2:]
         if (
             prev != self.head
             or seq != self.expected_seq
             or not 1 <= v <= FORMAT_VERSION
             or kind not in self.known_kinds
+            or run not in self.run_ids
             or (shape[-1] is bool and values[-1] is not True)
             or raw.count(b"{") + raw.count(b"[") > MAX_DEPTH + 1
             or orjson.dumps(obj) != raw
