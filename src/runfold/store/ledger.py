@@ -27,7 +27,7 @@ from runfold.core.payloads import LogTruncated, WorkspaceInitialized
 from runfold.core.records import Draft, Record
 from runfold.store.index import INDEX_FILE, Entry, LedgerIndex
 from runfold.store.layout import Layout, list_segments
-from runfold.store.verify import CHUNK_BYTES, Progress, scan
+from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir, scan
 
 SEGMENT_BYTES = 64 << 20
 """A segment rolls over once it holds at least this many bytes (64 MiB)."""
@@ -108,6 +108,8 @@ class Ledger:
         self.io = io or WriterIO()
         self.torn_tail_bytes = 0
         """Bytes of torn tail met on open (a writer cut them; a reader only skips them)."""
+        self.newline_restored = False
+        """True when this writer's open appended the `\n` a verified last line lacked."""
         self._segments: list[tuple[int, Path]] = []
         self._next_seq = 0
         self._head = ZERO_HASH
@@ -139,7 +141,7 @@ class Ledger:
             d.mkdir(parents=True, exist_ok=True)
         _fsync_dir(layout.root)
         _fsync_dir(layout.ws)
-        ledger = cls.open(layout.ws, writer=True, segment_bytes=segment_bytes, io=io)
+        ledger = cls._open(layout.ws, writer=True, segment_bytes=segment_bytes, io=io, creating=True)
         try:
             if ledger.next_seq > 0:
                 raise _exists(layout)
@@ -167,10 +169,27 @@ class Ledger:
         it from verified lines). A writer takes the lock, verifies the whole chain, cuts a torn
         tail and appends exactly one `log_truncated {dropped_bytes}` for it.
 
+        A last line that verifies but lacks its `\n` is kept; a writer appends the `\n` (one
+        fsync) before anything else.
+
         Raises `E_PATH_NOT_FOUND` when there is no ledger, `E_LEDGER_HELD` (writer) naming the
         holder's pid, `LineRefused` for any damage other than a torn tail (nothing is cut), and
-        `E_LEDGER_CORRUPT` when segments are misnamed or the ledger does not start at seq 0.
+        `E_LEDGER_CORRUPT` when segments are misnamed, the ledger directory holds no segment,
+        the ledger does not start at seq 0, or it holds no verified line before a torn tail.
         """
+        return cls._open(ws, writer=writer, segment_bytes=segment_bytes, io=io, progress=progress)
+
+    @classmethod
+    def _open(
+        cls,
+        ws: Path,
+        *,
+        writer: bool,
+        segment_bytes: int,
+        io: WriterIO | None,
+        progress: Progress | None = None,
+        creating: bool = False,
+    ) -> Ledger:
         if segment_bytes < 1:
             raise invalid_args("open the ledger", f"segment_bytes={segment_bytes}", "give a positive size")
         self = cls(ws, writer=writer, segment_bytes=segment_bytes, io=io)
@@ -184,21 +203,16 @@ class Ledger:
         try:
             if writer:
                 self._lock_fd = _take_writer_lock(self.layout.lock_path)
-            self._load(progress)
+            self._load(progress, creating)
         except BaseException:
             self.close()
             raise
         return self
 
-    def _load(self, progress: Progress | None) -> None:
+    def _load(self, progress: Progress | None, creating: bool) -> None:
         self._segments = list_segments(self.layout.ledger_dir)
-        if self._segments and self._segments[0][0] != 0:
-            raise RunfoldError(
-                ErrorCode.LEDGER_CORRUPT,
-                f"open the ledger (its first segment {self._segments[0][1].name} does not start at seq 0)",
-                str(self.layout.ledger_dir),
-                "restore the missing segments from a copy; `runfold verify FILE` checks a lone segment",
-            )
+        if not (creating and not self._segments):
+            check_segment_dir(self._segments, self.layout.ledger_dir, "open the ledger")
         if self.writer:
             self._load_writer(progress)
         else:
@@ -238,6 +252,8 @@ class Ledger:
                 data = f.read(length + 1)
         except OSError:
             return False
+        if len(data) == length:  # the last line of the ledger, missing only its newline
+            return chain_hash(data) == idx.head
         return len(data) == length + 1 and data[-1:] == b"\n" and chain_hash(data[:-1]) == idx.head
 
     def _sink(self, idx: LedgerIndex) -> Callable[[int, int, int, str, Envelope], None]:
@@ -271,6 +287,8 @@ class Ledger:
                     str(path),
                     "another process changed the file during open; make sure only runfold writes it, then reopen",
                 )
+        if res.unterminated:
+            self._restore_newline()
         idx.flush()
         self.torn_tail_bytes = res.torn_tail_bytes
         if res.torn_tail_bytes:
@@ -288,6 +306,24 @@ class Ledger:
                     )
                 ]
             )
+
+    def _restore_newline(self) -> None:
+        """Append the `\n` a verified last line lacks, durably (one fsync), before any other
+        write; raises `E_STORAGE_FATAL` (nothing else written) when that fails."""
+        assert self._fd is not None
+        try:
+            if self.io.pwrite(self._fd, b"\n", self._size) != 1:
+                raise OSError("pwrite wrote no bytes")
+            self.io.sync(self._fd)
+        except OSError as exc:
+            raise RunfoldError(
+                ErrorCode.STORAGE_FATAL,
+                f"append the missing newline after the last line ({exc})",
+                str(self._segments[-1][1]),
+                "free disk space or fix the storage error, then reopen the ledger",
+            ) from exc
+        self._size += 1
+        self.newline_restored = True
 
     def _load_reader(self, progress: Progress | None) -> None:
         path = self.layout.index_dir / INDEX_FILE
@@ -664,9 +700,12 @@ class Ledger:
 
     def _read_entry(self, e: Entry) -> Record:
         data = os.pread(self._read_fd(e.seg), e.len + 1, e.off)
-        if len(data) != e.len + 1 or data[-1] != 0x0A:
+        if len(data) == e.len and e.seq == self._next_seq - 1:
+            raw = data  # the last line, missing only its newline (a writer adds it on open)
+        elif len(data) != e.len + 1 or data[-1] != 0x0A:
             raise _Stale
-        raw = data[:-1]
+        else:
+            raw = data[:-1]
         checker = LineChecker(e.seq, e.prev, str(self.layout.segment_path(e.seg)))
         try:
             env, _ = checker.check(raw, e.seq + 1)
@@ -717,6 +756,10 @@ class Ledger:
                         seq += 1
                         if seq == end:
                             break
+                if rest and seq == end - 1:  # the last line, missing only its newline
+                    env, _ = checker.check(rest, seq + 1)
+                    yield Record(env, rest, checker.head)
+                    seq += 1
             off = 0
             if seq == end:
                 break

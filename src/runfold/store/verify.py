@@ -47,14 +47,18 @@ class ScanResult:
     torn_tail_bytes: int = 0
     end_segment: int = -1
     end_offset: int = 0
+    unterminated: bool = False
+    """True when the last verified line is complete but lacks its `\n` (a writer adds it)."""
 
 
 def is_torn_tail(tail: bytes) -> bool:
-    """True when `tail` (from the first bad line to the end of the ledger) holds no valid line.
+    """True when `tail` (the bytes after the last newline of the ledger) holds no valid line.
 
-    "Valid line" means bytes that parse as a ledger envelope: any later newline-separated line,
-    or any `{"v":` inside the tail (a line whose newline was damaged) up to the next newline.
-    Any such line means the damage is followed by history, which must be refused, never cut.
+    A torn write leaves only a prefix of the last line, so a torn tail never holds a newline;
+    `scan` only asks about such bytes. "Valid line" means bytes that parse as a ledger
+    envelope: any later newline-separated line, or any `{"v":` after the first byte (a line
+    whose newline was damaged) up to the next newline. Any such line means the damage is
+    followed by history, which must be refused, never cut.
     """
     parts = tail.split(b"\n")
     for later in parts[1:]:
@@ -91,12 +95,6 @@ def _read_line_at(segments: SegmentList, si: int, offset: int) -> bytes | None:
     return None
 
 
-def _read_from(path: Path, offset: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read()
-
-
 class _Torn(Exception):
     """Internal: the scan reached a torn tail of `size` bytes at `offset` of the last segment."""
 
@@ -124,9 +122,16 @@ def scan(
     least `sink_from`. A torn tail (DESIGN.md §3) in the last segment stops the scan and is
     reported in `torn_tail_bytes`; it is never cut here.
 
-    Raises `LineRefused` (core.chain) for the first bad line; a chain break whose next line is
-    intact is attributed to the line before it (that line's bytes were changed). Raises
-    `E_LEDGER_CORRUPT` when a segment's file name does not match the seq it continues at.
+    Only bytes after the last newline of the last segment can be a torn tail (a torn write
+    leaves a prefix of the last line); a newline-terminated line that fails is always refused.
+    A complete last line that verifies but lacks its `\n` is counted as verified and flagged
+    in `unterminated` (its `end_offset` is just after its last byte).
+
+    Raises `LineRefused` (core.chain) for the first bad line; a chain break whose own seq is the
+    expected one and whose next line links to it is attributed to the line before it (that
+    line's bytes were changed). Raises `E_LEDGER_CORRUPT` when a segment's file name does not
+    match the seq it continues at, and when a scan from the start of the ledger finds no
+    verified line before a torn tail (not a ledger, or its only line was torn).
     """
     result = ScanResult(next_seq=checker.expected_seq, head=checker.head, first_seq=None)
     result.end_segment = start_segment
@@ -175,7 +180,9 @@ def scan(
                         try:
                             env, known = check(raw, line_no)
                         except LineRefused as exc:
-                            _on_refusal(exc, segments, si, pos, raw, line_no, checker, last)
+                            if count == 0 and si == 0 and pos == 0 and _holds_no_line(segments):
+                                raise _no_line_found(segments, total) from None
+                            _on_refusal(exc, segments, si, pos, raw, line_no, checker)
                             raise AssertionError("unreachable") from exc
                         n = len(raw)
                         if not known:
@@ -192,8 +199,21 @@ def scan(
                 result.end_segment = si
                 result.end_offset = pos
                 if rest:
-                    _on_unterminated(rest, segments, si, pos, line_no, checker, last)
+                    env, known = _on_unterminated(rest, si, pos, line_no, checker, last)
+                    n = len(rest)
+                    if not known:
+                        skipped += 1
+                    versions.add(env.v)
+                    if sink is not None and env.seq >= sink_from:
+                        sink(name_seq if name_seq is not None else 0, pos, n, checker.head, env)
+                    result.end_offset = pos + n
+                    result.unterminated = True
+                    nbytes += n
+                    line_no += 1
+                    count += 1
     except _Torn as torn:
+        if count == 0 and start_segment == 0 and start_offset == 0:
+            raise _no_line_found(segments, torn.size) from None
         result.torn_tail_bytes = torn.size
         result.end_offset = torn.offset
     result.lines = count
@@ -213,10 +233,19 @@ def _on_refusal(
     raw: bytes,
     line_no: int,
     checker: LineChecker,
-    last: bool,
 ) -> None:
-    """Decide what a refused line means: a torn tail (raise _Torn), a changed previous line
-    (re-raise attributed to it), or this line's own fault (re-raise as is)."""
+    """Decide what a refused newline-terminated line means: a changed previous line (re-raise
+    attributed to it), a duplicated or reordered line, or this line's own fault (re-raise as
+    is). Never a torn tail: a torn write leaves no newline after the bytes it tore."""
+    if exc.fault is Fault.CHAIN_BREAK and exc.seq != checker.expected_seq:
+        raise refuse(
+            Fault.SEQ_GAP,
+            line_no,
+            exc.seq,
+            f"found seq {exc.seq}, expected {checker.expected_seq}, and its prev does not link to "
+            "the line before it: a duplicated or reordered line",
+            checker.where,
+        ) from None
     if exc.fault is Fault.CHAIN_BREAK and line_no > 1:
         following = _read_line_at(segments, si, pos + len(raw) + 1)
         env = parse_envelope(following) if following is not None else None
@@ -230,24 +259,47 @@ def _on_refusal(
                 "are missing after it",
                 checker.where,
             ) from None
-    if exc.fault is Fault.NOT_A_LINE and last:
-        tail = _read_from(segments[si][1], pos)
-        if is_torn_tail(tail):
-            raise _Torn(pos, len(tail))
     raise exc
+
+
+def _holds_no_line(segments: SegmentList) -> bool:
+    """True when the ledger is one segment in which no bytes parse as a ledger line (a foreign
+    file: binary, TOML, SQLite, or a ledger re-encoded as a whole); reads that one file."""
+    if len(segments) != 1:
+        return False
+    with open(segments[0][1], "rb") as f:
+        data = f.read()
+    return parse_envelope(data.split(b"\n", 1)[0]) is None and is_torn_tail(data)
+
+
+def _no_line_found(segments: SegmentList, size: int) -> RunfoldError:
+    path = segments[0][1]
+    ledger_dir = path.parent
+    ws = ledger_dir.parent.parent if ledger_dir.parent.name == RUNFOLD_DIR else None
+    redo = (
+        f"if `runfold init` was interrupted, remove {ws / RUNFOLD_DIR} and run `runfold init` again"
+        if ws is not None
+        else "if this was meant to be a ledger, restore it from a copy"
+    )
+    return RunfoldError(
+        ErrorCode.LEDGER_CORRUPT,
+        f"find a ledger line (no ledger line was found: {size} byte(s) that do not parse as a line)",
+        str(path),
+        f"this is not a runfold ledger, or its only line was torn; {redo} (nothing was cut)",
+    )
 
 
 def _on_unterminated(
     rest: bytes,
-    segments: SegmentList,
     si: int,
     pos: int,
     line_no: int,
     checker: LineChecker,
     last: bool,
-) -> None:
-    """Bytes after the last newline of a segment: a torn tail when it is the last segment and
-    they hold no line that verifies differently; otherwise the refusal."""
+) -> tuple[Envelope, bool]:
+    """Bytes after the last newline of a segment: a torn tail (raise _Torn) when it is the
+    last segment and they parse as no line; a complete line missing only its `\n` is checked
+    by `checker` (advancing it) and returned as (envelope, known); otherwise the refusal."""
     if not last:
         raise refuse(
             Fault.NOT_A_LINE,
@@ -266,10 +318,9 @@ def _on_unterminated(
             "the bytes do not parse as a ledger line",
             checker.where,
         )
-    # A complete line without its newline: the write stopped just before "\n". It is cut as a
-    # torn tail only when it would verify (it was never acknowledged); anything else is damage.
-    LineChecker(checker.expected_seq, checker.head, checker.where, checker.known_kinds).check(rest, line_no)
-    raise _Torn(pos, len(rest))
+    # A complete line without its newline (the write stopped just before "\n", or the file was
+    # cut by one byte): it parses, so it is not torn. Kept when it verifies; refused otherwise.
+    return checker.check(rest, line_no)
 
 
 @dataclass(frozen=True)
@@ -281,7 +332,8 @@ class VerifyReport:
     newlines; `seconds` wall time; `versions` format versions seen; `segments` files read;
     `torn_tail_bytes` unparseable trailing bytes followed by no line (reported, never cut);
     `skipped_unknown` lines of unknown kinds carried with `ig:true`; `start_note` explains a
-    verification that started mid-chain (a lone segment not starting at seq 0), else "".
+    verification that started mid-chain (a lone segment not starting at seq 0), else "";
+    `unterminated` True when the last line verifies but lacks its `\n` (the next writer adds it).
     """
 
     path: str
@@ -296,11 +348,45 @@ class VerifyReport:
     torn_tail_bytes: int
     skipped_unknown: int
     start_note: str = ""
+    unterminated: bool = False
 
     @property
     def mb_per_s(self) -> float:
         """Throughput in MB/s (10^6 bytes per second); 0.0 when nothing was timed."""
         return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+
+def check_segment_dir(segments: SegmentList, ledger_dir: Path, action: str) -> None:
+    """Refuse a ledger directory that cannot be a whole ledger (DESIGN.md §3 "Storage").
+
+    A workspace always holds at least its first segment (with `workspace_initialized`), and a
+    whole ledger starts at seq 0. Raises `E_LEDGER_CORRUPT` naming `ledger_dir` when
+    `segments` is empty or its first segment's name is not seq 0; `action` says what failed.
+    """
+    if not segments:
+        raise RunfoldError(
+            ErrorCode.LEDGER_CORRUPT,
+            f"{action} (the ledger directory holds no segment; a workspace always has at least "
+            "its first segment, ledger-00000000000000000000.jsonl)",
+            str(ledger_dir),
+            "the segments were deleted; restore the ledger directory from a copy (runfold starts "
+            "no new chain over a lost one)",
+        )
+    first_seq, first = segments[0]
+    if first_seq != 0:
+        raise RunfoldError(
+            ErrorCode.LEDGER_CORRUPT,
+            f"{action} (its first segment {first.name} does not start at seq 0)",
+            str(ledger_dir),
+            "restore the missing segments from a copy; `runfold verify FILE` checks a lone segment",
+        )
+
+
+def _ledger_dir_of(p: Path) -> Path:
+    for ledger_dir in (p / RUNFOLD_DIR / "ledger", p / "ledger"):
+        if ledger_dir.is_dir():
+            return ledger_dir
+    return p
 
 
 def resolve_ledger(path: Path) -> tuple[list[tuple[int | None, Path]], bool]:
@@ -332,26 +418,29 @@ def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
     """Verify a ledger read-only (DESIGN.md §3 "Verification of a line").
 
     `path` is a workspace dir, a `.runfold` dir, a ledger dir or one segment file. A lone
-    segment (or a ledger dir) whose first line is not seq 0 starts the checker at that line's
-    seq and prev, and says so in `start_note`. `progress(done_bytes, total_bytes)` is called
-    once per 4 MiB chunk.
+    segment whose first line is not seq 0 starts the checker at that line's seq and prev, and
+    says so in `start_note`; a directory must start at seq 0, like every other reader.
+    `progress(done_bytes, total_bytes)` is called once per 4 MiB chunk.
 
     Raises `LineRefused` on the first bad line (1-based line number across the whole ledger,
-    seq, fault, next step); `E_LEDGER_CORRUPT` for a misnamed segment; `E_PATH_NOT_FOUND`
-    when `path` names no ledger. Never writes.
+    seq, fault, next step); `E_LEDGER_CORRUPT` for a misnamed segment, a ledger directory
+    holding no segment or whose first segment does not start at seq 0, and for bytes holding
+    no ledger line at all (only a torn tail); `E_PATH_NOT_FOUND` when `path` names no ledger.
+    Never writes.
     """
     started = time.perf_counter()
     segments, lone = resolve_ledger(Path(path))
     checker = LineChecker()
     note = ""
-    if segments:
+    if not lone:
+        check_segment_dir(segments, _ledger_dir_of(Path(path)), "verify the ledger")
+    else:
         first = _read_line_at(segments, 0, 0)
         env = parse_envelope(first) if first is not None else None
         if env is not None and env.seq != 0:
             checker = LineChecker(env.seq, env.prev)
-            what = "segment" if lone else "ledger"
             note = (
-                f"this {what} starts at seq {env.seq}: the chain was checked from its first line's "
+                f"this segment starts at seq {env.seq}: the chain was checked from its first line's "
                 "prev, not from seq 0"
             )
     res = scan(segments, checker, progress=progress, check_names=True)
@@ -368,4 +457,5 @@ def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
         torn_tail_bytes=res.torn_tail_bytes,
         skipped_unknown=res.skipped_unknown,
         start_note=note,
+        unterminated=res.unterminated,
     )
