@@ -264,8 +264,9 @@ def _on_refusal(
 
 def _holds_no_line(segments: SegmentList) -> bool:
     """True when the ledger is one segment in which no bytes parse as a ledger line (a foreign
-    file: binary, TOML, SQLite, or a ledger re-encoded as a whole); reads that one file."""
-    if len(segments) != 1:
+    file: binary, TOML, SQLite, or a ledger re-encoded as a whole); reads that one file when it
+    is at most one segment's size (64 MiB), else answers False (the plain refusal of line 1)."""
+    if len(segments) != 1 or os.path.getsize(segments[0][1]) > 64 << 20:
         return False
     with open(segments[0][1], "rb") as f:
         data = f.read()
