@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from cli.conftest import Result, run_cli
+from cli.cli_support import Result, run_cli
 
 __all__ = ["Result", "run_cli"]

@@ -98,6 +98,7 @@ def _verify_json(report: VerifyReport) -> dict[str, Any]:
         "versions": sorted(report.versions),
         "segments": report.segments,
         "torn_tail_bytes": report.torn_tail_bytes,
+        "unterminated": report.unterminated,
         "skipped_unknown": report.skipped_unknown,
         "start_note": report.start_note,
     }
@@ -197,6 +198,12 @@ def verify_cmd(
         err_console().print(
             f"warning: {report.torn_tail_bytes} torn byte(s) after the last line (a writer died "
             "mid-append); the next writer cuts them with one log_truncated line",
+            markup=False,
+        )
+    if report.unterminated:
+        err_console().print(
+            "note: the last line verifies but lacks its newline (a writer died just before it); "
+            "the next writer adds the newline and keeps the line",
             markup=False,
         )
 
