@@ -30,7 +30,7 @@ def test_init_then_verify_then_refuse_second_init(tmp_path: Path) -> None:
 
     r = run_cli("verify", cwd=ws, process=True)  # found from the current directory
     assert r.code == 0, r.err
-    assert "ok: 1 lines verified (seq 0..0)" in r.out
+    assert "ok: 1 line verified (seq 0..0)" in r.out
     assert "format version: 2" in r.out
 
     r = run_cli("log", "--json", cwd=ws / ".runfold" / "ledger")  # found upward, like git
@@ -44,7 +44,7 @@ def test_init_then_verify_then_refuse_second_init(tmp_path: Path) -> None:
     assert "already holds a workspace" in r.err
     _no_traceback(r.out, r.err)
     r = run_cli("verify", "-w", ws, cwd=tmp_path)
-    assert "ok: 1 lines verified" in r.out  # the refused init changed nothing
+    assert "ok: 1 line verified" in r.out  # the refused init changed nothing
 
 
 def test_verify_honours_runfold_workspace(tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_verify_honours_runfold_workspace(tmp_path: Path) -> None:
     assert run_cli("init", "-w", ws, cwd=tmp_path).code == 0
     r = run_cli("verify", cwd=tmp_path, env={"RUNFOLD_WORKSPACE": str(ws)})
     assert r.code == 0, r.err
-    assert "ok: 1 lines verified" in r.out
+    assert "ok: 1 line verified" in r.out
 
 
 def test_no_workspace_is_one_clear_line_exit_3(tmp_path: Path) -> None:

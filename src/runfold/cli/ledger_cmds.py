@@ -178,7 +178,9 @@ def verify_cmd(
     con = out_console()
     seq_range = f"seq {report.first_seq}..{report.last_seq}" if report.lines else "no lines"
     versions = ", ".join(str(v) for v in sorted(report.versions)) or "none"
-    con.print(f"ok: {report.lines} lines verified ({seq_range})", markup=False)
+    con.print(
+        f"ok: {report.lines} line{'' if report.lines == 1 else 's'} verified ({seq_range})", markup=False
+    )
     con.print(f"head: {report.head}", markup=False)
     con.print(f"format version: {versions}", markup=False)
     con.print(
