@@ -170,7 +170,7 @@ def test_script_files_name_the_bad_line(tmp_path: Path) -> None:
 def test_prices_bill_micro_usd_and_unknown_stays_unknown(ws: Workspace) -> None:
     price = Price(input=3_000_000, output=15_000_000, cache_read=300_000, cache_write=3_750_000)
     usage = Usage(input=1000, output=200, cache_read=10_000, cache_write=0)
-    assert price.bill(usage) == 3000 + 3000 + 3000
+    assert price.cost(usage) == 3000 + 3000 + 3000
     assert price.cache_savings(usage) == 10_000 * (3_000_000 - 300_000) // 1_000_000
     (ws.root / ".runfold" / "config.toml").write_text(
         '[prices."priced-model"]\ninput_usd_micros_per_mtok = 1000000\noutput_usd_micros_per_mtok = 2000000\n'

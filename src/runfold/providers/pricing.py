@@ -42,6 +42,14 @@ class Price:
         )
         return (total + PER // 2) // PER
 
+    def cache_savings(self, usage: Usage) -> int:
+        """micro-USD saved by reading `usage.cache_read` tokens from the cache instead of paying
+        them as input, less what cache writes cost above input (can be negative)."""
+        saved = usage.cache_read * (self.input - self.cache_read) - usage.cache_write * (
+            self.cache_write - self.input
+        )
+        return saved // PER
+
 
 def _usd(input: float, output: float, cache_read: float, cache_write: float) -> Price:
     return Price(*(round(v * USD) for v in (input, output, cache_read, cache_write)))

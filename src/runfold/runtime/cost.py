@@ -104,7 +104,7 @@ def cost_report(records: Iterable[Record], price_of: Callable[[str], Price | Non
             price = price_of(model)
             billed = ret.billed_usd_micros
             if billed is None and price is not None:
-                billed = price.bill(usage)
+                billed = price.cost(usage)
             saved = price.cache_savings(usage) if price is not None else None
             for row in (
                 runs.setdefault(rec.run, CostRow(rec.run)),
