@@ -18,7 +18,9 @@ from runfold.core.validate.rules import (
     Report,
     Result,
     Violation,
+    body_object,
     check_pairing,
+    entries_of,
     is_blank,
     type_name,
 )
@@ -56,16 +58,17 @@ def validate(body: Any) -> list[Violation]:
     """Every violation of the Anthropic Messages grammar in `body` (a parsed request), ordered by
     message index; an empty list means the body passes. Never raises on malformed input."""
     report = Report(ANTHROPIC)
-    if not isinstance(body, dict):
-        report.add(None, "body-shape", "$", f"the request body is a JSON {type_name(body)}, not an object")
+    obj = body_object(report, body)
+    if obj is None:
         return report.sorted()
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        detail = "`messages` is missing" if messages is None else f"`messages` is a {type_name(messages)}"
-        report.add(None, "body-shape", "messages", detail + "; it must be an array of messages")
-        return report.sorted()
-    if not messages:
-        report.add(None, "body-shape", "messages", "`messages` is empty; send at least one user message")
+    messages = entries_of(
+        report,
+        obj,
+        "messages",
+        "an array of messages",
+        "`messages` is empty; send at least one user message",
+    )
+    if messages is None:
         return report.sorted()
 
     roles: list[str | None] = []
@@ -85,7 +88,7 @@ def validate(body: Any) -> list[Violation]:
         results.extend(results_at(i, roles, blocks_of))
     check_pairing(report, calls, results, call_word="tool_use", result_word="tool_result")
     _check_results_first(report, roles, blocks_of)
-    _check_thinking(report, body, roles, blocks_of)
+    _check_thinking(report, obj, roles, blocks_of)
     return report.sorted()
 
 

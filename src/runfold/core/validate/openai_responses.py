@@ -16,7 +16,9 @@ from runfold.core.validate.rules import (
     Report,
     Result,
     Violation,
+    body_object,
     check_pairing,
+    entries_of,
     is_blank,
     type_name,
 )
@@ -77,20 +79,22 @@ def validate(body: Any) -> list[Violation]:
     """Every violation of the Responses grammar in `body` (a parsed request), ordered by input
     item index; an empty list means the body passes. Never raises on malformed input."""
     report = Report(OPENAI_RESPONSES)
-    if not isinstance(body, dict):
-        report.add(None, "body-shape", "$", f"the request body is a JSON {type_name(body)}, not an object")
+    obj = body_object(report, body)
+    if obj is None:
         return report.sorted()
-    items = body.get("input")
-    if isinstance(items, str):
-        if is_blank(items):
+    text = obj.get("input")
+    if isinstance(text, str):
+        if is_blank(text):
             report.add(None, "text-not-empty", "input", "the text input is empty or whitespace only")
         return report.sorted()
-    if not isinstance(items, list):
-        detail = "`input` is missing" if items is None else f"`input` is a {type_name(items)}"
-        report.add(None, "body-shape", "input", detail + "; it must be a string or an array of items")
-        return report.sorted()
-    if not items:
-        report.add(None, "body-shape", "input", "`input` is an empty array; send at least one item")
+    items = entries_of(
+        report,
+        obj,
+        "input",
+        "a string or an array of items",
+        "`input` is an empty array; send at least one item",
+    )
+    if items is None:
         return report.sorted()
 
     for i, item in enumerate(items):

@@ -335,6 +335,28 @@ def check_pairing(
             )
 
 
+def body_object(report: Report, body: Any) -> dict[str, Any] | None:
+    """`body` when it is a JSON object; else a `body-shape` violation at `$` and None."""
+    if isinstance(body, dict):
+        return body
+    report.add(None, "body-shape", "$", f"the request body is a JSON {type_name(body)}, not an object")
+    return None
+
+
+def entries_of(report: Report, body: dict[str, Any], key: str, must_be: str, empty: str) -> list[Any] | None:
+    """`body[key]` when it is a non-empty array; else a `body-shape` violation naming `key`
+    (missing, of another type: "it must be `must_be`"; empty: the `empty` sentence) and None."""
+    value = body.get(key)
+    if not isinstance(value, list):
+        detail = f"`{key}` is missing" if value is None else f"`{key}` is a {type_name(value)}"
+        report.add(None, "body-shape", key, f"{detail}; it must be {must_be}")
+        return None
+    if not value:
+        report.add(None, "body-shape", key, empty)
+        return None
+    return value
+
+
 def is_blank(text: str) -> bool:
     """True for an empty or whitespace-only string."""
     return not text.strip()
