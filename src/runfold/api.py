@@ -28,6 +28,7 @@ from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.records import Record
 from runfold.providers.base import Provider, StreamCallback
 from runfold.runtime.config import WorkspaceConfig, load_config, require_key
+from runfold.runtime.control import ControlReceipt
 from runfold.runtime.cost import CostReport
 from runfold.runtime.executor import RetryPolicy, RunOutcome
 from runfold.runtime.replay import ReplayReport
@@ -37,6 +38,7 @@ from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, v
 from runfold.tools import Tool
 
 __all__ = [
+    "ControlReceipt",
     "CostReport",
     "LinePosition",
     "ReplayReport",
@@ -89,6 +91,7 @@ class Workspace:
         self._reader: Ledger | _BareLedger | None = None
         self._run_ledger: Ledger | None = None
         self._writer_users = 0
+        self._hub: Any = None  # runtime.control.ControlHub while runs are driven (issue 5)
 
     # ---- opening -------------------------------------------------------------------------
 
@@ -447,7 +450,7 @@ class Workspace:
         retry: RetryPolicy | None = None,
         fork: tuple[str, int] | None = None,
         record: str | Path | None = None,
-        steers: asyncio.Queue[str] | None = None,
+        steers: asyncio.Queue[Any] | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
 
@@ -471,7 +474,12 @@ class Workspace:
           (`runfold.providers.recording`);
         - `steers`: put the person's words on this queue while the run goes; each is written as
           `steer_received` at the next safe point and reaches the model with the next request
-          that may carry it (held while a request or a wave is in flight, DESIGN.md §6).
+          that may carry it (held while a request or a wave is in flight, DESIGN.md §6); items
+          are strings (the person's words) or `runfold.runtime.control.Steer`s.
+
+        While it runs, the run is reachable from other processes (`runfold steer`/`cancel`,
+        `send_control`) through the workspace's control inbox; `builtin_tools=[..., "send_message"]`
+        lets the agent send letters to other runs of this process.
 
         Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
         `E_INVALID_ARGS` for a bad SPEC, room or tool; `E_LEDGER_HELD` when another process
@@ -521,7 +529,13 @@ class Workspace:
         for t in tools:
             registry.add(t)
         run_id = run_id_v7(now_ms(), os.urandom(10))
-        ctx = ToolContext(workspace=self._root, room=room_addr, run_id=run_id)
+
+        def messenger(to: str, text: str) -> dict[str, Any]:
+            if self._hub is None:
+                raise invalid_args("send a message", f"run {to!r}", "no run of this workspace is running here")
+            return dict(self._hub.send_letter(run_id, room_addr, to, text))
+
+        ctx = ToolContext(workspace=self._root, room=room_addr, run_id=run_id, messenger=messenger)
         if room_addr is not None:
             ctx.ensure_room()
         prefix = build_prefix(
@@ -541,8 +555,11 @@ class Workspace:
         options = RunOptions(task=task, goal=goal, room=room_addr, max_turns=max_turns, system=system)
         if retry is not None:
             options = dataclasses.replace(options, retry=retry)
+        cancel = cancel if cancel is not None else asyncio.Event()
+        steers = steers if steers is not None else asyncio.Queue()
         try:
             async with self._shared_writer() as ledger:
+                control = self._hub.register(run_id, cancel, steers) if self._hub is not None else None
                 plan = None
                 if fork is not None:
                     mother = self.resolve_run(fork[0])
@@ -570,8 +587,13 @@ class Workspace:
                     bill=bill,
                     fork=plan,
                     steers=steers,
+                    control=control,
                 )
-                return await loop.run()
+                try:
+                    return await loop.run()
+                finally:
+                    if self._hub is not None:
+                        self._hub.unregister(run_id)
         finally:
             if owns_provider:
                 await provider.aclose()
@@ -610,7 +632,17 @@ class Workspace:
     async def _shared_writer(self) -> AsyncIterator[Ledger]:
         """The one writer, shared by every run this Workspace object drives concurrently."""
         if self._writer_users == 0:
+            from runfold.runtime.control import ControlHub
+
             self._run_ledger = Ledger.open(self._root, writer=True)
+            hub = ControlHub(self._root, self._run_ledger)
+            try:
+                hub.start()  # owns the workspace: steers and cancels from other processes
+            except BaseException:
+                self._run_ledger.close()
+                self._run_ledger = None
+                raise
+            self._hub = hub
         self._writer_users += 1
         try:
             assert self._run_ledger is not None
@@ -618,9 +650,52 @@ class Workspace:
         finally:
             self._writer_users -= 1
             if self._writer_users == 0 and self._run_ledger is not None:
+                if self._hub is not None:
+                    await self._hub.stop()
+                    self._hub = None
                 self._run_ledger.close()
                 self._run_ledger = None
                 self.close()
+
+    def send_control(
+        self,
+        run: str,
+        type: str,
+        text: str = "",
+        *,
+        source: str = "user",
+        wait_s: float = 10.0,
+        until_recorded: bool = False,
+    ) -> ControlReceipt:
+        """Steer (`type="steer"`, with `text`) or cancel (`type="cancel"`) the live run `run`
+        (id or prefix) from any process, through the control inbox (issue 5, DESIGN.md §5–§6).
+        `source` is the `steer_received.source` (`user`, or a letter built with
+        `runfold.core.speakers.Letter(...).recorded()`).
+
+        Waits up to `wait_s` s for the owner's ack; with `until_recorded`, until the run recorded
+        it at a safe point (`receipt.seq`). Returns the receipt (`state` `accepted`, `recorded`,
+        or `queued` when no ack came in time: the file stays in the inbox). Raises
+        `E_INVALID_ARGS` without writing anything when no process runs this workspace, the run is
+        frozen or unknown, the text is empty or the source unreadable; `E_INVALID_ARGS` with the
+        owner's reason when it refused; `E_STORAGE_FATAL` when the request cannot be written.
+        """
+        from runfold.runtime.control import send_request
+
+        if type not in ("steer", "cancel"):
+            raise invalid_args("send a control request", repr(type), "use `steer` or `cancel`")
+        if self._bare:
+            raise invalid_args("send a control request", str(self._root), "a bare ledger has no runs to control")
+        rid = self.resolve_run(run)
+        return send_request(
+            self._root,
+            self._ledger(),  # type: ignore[arg-type]
+            rid,
+            "steer" if type == "steer" else "cancel",
+            text=text,
+            source=source,
+            wait_s=wait_s,
+            until_recorded=until_recorded,
+        )
 
     def replay(self, run: str) -> ReplayReport:
         """Rebuild the exact body of every `model_called` of `run` (id or prefix) from the
