@@ -32,6 +32,7 @@ from runfold.runtime.control import ControlReceipt
 from runfold.runtime.cost import CostReport
 from runfold.runtime.executor import RetryPolicy, RunOutcome
 from runfold.runtime.replay import ReplayReport
+from runfold.runtime.resume import ResumeReport
 from runfold.store.layout import RUNFOLD_DIR, find_workspace, list_segments, parse_segment_name
 from runfold.store.ledger import Ledger
 from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, verify_path
@@ -42,6 +43,7 @@ __all__ = [
     "CostReport",
     "LinePosition",
     "ReplayReport",
+    "ResumeReport",
     "RunOutcome",
     "VerifyReport",
     "Workspace",
@@ -92,6 +94,8 @@ class Workspace:
         self._run_ledger: Ledger | None = None
         self._writer_users = 0
         self._hub: Any = None  # runtime.control.ControlHub while runs are driven (issue 5)
+        self.last_resume: ResumeReport | None = None
+        """What the resume of the last writer open did (None before any)."""
 
     # ---- opening -------------------------------------------------------------------------
 
@@ -169,11 +173,13 @@ class Workspace:
     # ---- the writer ----------------------------------------------------------------------
 
     @contextmanager
-    def writer(self) -> Iterator[Ledger]:
+    def writer(self, *, resume: bool = True) -> Iterator[Ledger]:
         """The workspace's one writer: `with ws.writer() as ledger: ledger.append([...])`.
 
-        Raises `E_LEDGER_HELD` naming the holder's pid when another process holds it. The read
-        view is refreshed when the block ends.
+        Opening it resumes the ledger first (DESIGN.md §7; `last_resume` says what was closed
+        and frozen): pass `resume=False` only to build a history by hand, line by line, across
+        several opens. Raises `E_LEDGER_HELD` naming the holder's pid when another process holds
+        it. The read view is refreshed when the block ends.
         """
         if self._bare:
             raise invalid_args(
@@ -181,12 +187,57 @@ class Workspace:
                 str(self._root),
                 "a bare ledger file or directory is read-only; `runfold init` a workspace to write",
             )
-        ledger = Ledger.open(self._root, writer=True)
+        ledger = self._open_writer(resume=resume)
         try:
             yield ledger
         finally:
             ledger.close()
             self.close()
+
+    def _open_writer(self, *, resume: bool = True) -> Ledger:
+        """Open the writer and resume the ledger (DESIGN.md §7: on every open by a writer)."""
+        from runfold.runtime.control import resume_with_inbox
+
+        ledger = Ledger.open(self._root, writer=True)
+        if resume:
+            try:
+                self.last_resume = resume_with_inbox(self._root, ledger)
+            except BaseException:
+                ledger.close()
+                raise
+        return ledger
+
+    def resume(self) -> ResumeReport:
+        """Resume the workspace (DESIGN.md §7) with a full scan: close every `tool_called` left
+        without a result by a dead process (`E_TOOL_OUTCOME_UNKNOWN`), freeze every run left
+        without `run_frozen` (`cancelled`, `cause: process_died`). Idempotent. The caller verifies
+        the chain first (`verify()`); `runfold resume` does.
+
+        Returns the report (see `runfold.runtime.resume.ResumeReport`). Raises `E_LEDGER_HELD`
+        when another process writes the workspace (it resumed the ledger when it opened it),
+        `E_LEDGER_CORRUPT` for a damaged line, `E_INVALID_ARGS` on a read-only workspace.
+        """
+        from runfold.runtime.control import resume_with_inbox
+
+        if self._bare:
+            raise invalid_args(
+                "resume", str(self._root), "a bare ledger is read-only; `runfold init` a workspace"
+            )
+        ledger = self._open_writer(resume=False)
+        try:
+            report = resume_with_inbox(self._root, ledger, full=True)
+        finally:
+            ledger.close()
+            self.close()
+        self.last_resume = report
+        return report
+
+    def waiting_runs(self) -> list[fold_api.RunSummary]:
+        """Runs that ended without finishing (`cancelled` or `limit`, e.g. frozen by resume) and
+        have no successor yet: each is waiting for the person to `continue` it or leave it."""
+        summaries = self.run_summaries()
+        continued = {s.predecessor for s in summaries if s.predecessor is not None}
+        return [s for s in summaries if s.status in ("cancelled", "limit") and s.run not in continued]
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -340,19 +391,24 @@ class Workspace:
         ledger = self._ledger()
         return fold_api.fold_run(_lineage_lines(ledger, rid), rid, at, tail=ledger.next_seq - 1)
 
-    def fork(self, run: str, at: int, task: str | None = None, who: str = "person") -> fold_api.ForkPlan:
+    def fork(
+        self, run: str, at: int, task: str | None = None, who: str = "person", *, resume: bool = True
+    ) -> fold_api.ForkPlan:
         """Fork `run` (id or prefix) at `at` (DESIGN.md §7): under the writer lock, append the new
         run's `run_started` (opening `inherited`, parent = mother) and `run_forked {from, at_seq:
         the cut used}`; the mother's lines are untouched. Returns the plan (new run id, cut, why
-        the cut moved). Raises `E_INVALID_ARGS` for a seq past the tail or outside the run's
-        lineage (never clamped), `E_LEDGER_HELD` when another process holds the writer."""
+        the cut moved). The fork is not run: `arun(fork=(run, at))` forks and runs in one step;
+        a fork left open is frozen by the next writer open (resume) and can then be continued.
+        `resume` is passed to `writer()`. Raises `E_INVALID_ARGS` for a seq past the tail or
+        outside the run's lineage (never clamped), `E_LEDGER_HELD` when another process holds
+        the writer."""
         import os
 
         from runfold.core.ids import run_id_v7
         from runfold.store.ledger import now_ms
 
         rid = self.resolve_run(run)
-        with self.writer() as ledger:
+        with self.writer(resume=resume) as ledger:
             lines = _lineage_lines(ledger, rid)
             new_run = run_id_v7(now_ms(), os.urandom(10))
             plan = fold_api.plan_fork(
@@ -634,7 +690,7 @@ class Workspace:
         if self._writer_users == 0:
             from runfold.runtime.control import ControlHub
 
-            self._run_ledger = Ledger.open(self._root, writer=True)
+            self._run_ledger = self._open_writer()
             hub = ControlHub(self._root, self._run_ledger)
             try:
                 hub.start()  # owns the workspace: steers and cancels from other processes

@@ -24,6 +24,7 @@ from runfold.core.kinds import Kind
 from runfold.core.payloads import CancelReceived, SteerReceived
 from runfold.core.records import Draft, Record
 from runfold.core.speakers import Letter, Person, Runtime, parse_source
+from runfold.runtime.resume import ResumeReport, resume_ledger
 from runfold.store.control import ControlAck, ControlDir, ControlRequest, SignalType, new_signal_id
 from runfold.store.ledger import RUNTIME, Ledger, now_ms
 
@@ -171,6 +172,18 @@ def inbox_pending(ws: Path, ledger: Ledger) -> Callable[[str], Sequence[Draft]]:
         return drafts
 
     return pending
+
+
+def resume_with_inbox(ws: Path, ledger: Ledger, *, full: bool = False) -> ResumeReport:
+    """`resume_ledger` (DESIGN.md §7) with the inbox wired in: steers and cancels handed to a
+    process that died are recorded on its runs just before they are frozen (`inbox_pending`),
+    then every request whose run is no longer open is answered and its file removed
+    (`settle_inbox`, after the resume's flush). Raises what `resume_ledger` raises, and
+    `E_STORAGE_FATAL` when a control file cannot be written."""
+    report = resume_ledger(ledger, pending=inbox_pending(ws, ledger), full=full)
+    if ControlDir(ws).inbox.is_dir():
+        settle_inbox(ws, ledger)
+    return report
 
 
 def settle_inbox(ws: Path, ledger: Ledger) -> int:
@@ -505,6 +518,7 @@ __all__ = [
     "Steer",
     "frozen_text",
     "inbox_pending",
+    "resume_with_inbox",
     "run_state",
     "send_request",
     "settle_inbox",
