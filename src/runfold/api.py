@@ -588,7 +588,9 @@ class Workspace:
 
         def messenger(to: str, text: str) -> dict[str, Any]:
             if self._hub is None:
-                raise invalid_args("send a message", f"run {to!r}", "no run of this workspace is running here")
+                raise invalid_args(
+                    "send a message", f"run {to!r}", "no run of this workspace is running here"
+                )
             return dict(self._hub.send_letter(run_id, room_addr, to, text))
 
         ctx = ToolContext(workspace=self._root, room=room_addr, run_id=run_id, messenger=messenger)
@@ -740,7 +742,9 @@ class Workspace:
         if type not in ("steer", "cancel"):
             raise invalid_args("send a control request", repr(type), "use `steer` or `cancel`")
         if self._bare:
-            raise invalid_args("send a control request", str(self._root), "a bare ledger has no runs to control")
+            raise invalid_args(
+                "send a control request", str(self._root), "a bare ledger has no runs to control"
+            )
         rid = self.resolve_run(run)
         return send_request(
             self._root,

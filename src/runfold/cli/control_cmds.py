@@ -55,7 +55,8 @@ def _report(r: ControlReceipt, as_json: bool) -> None:
     elif r.state == "accepted":
         text = (
             f"{what} handed to run {r.run} (owner pid {r.owner_pid}, {r.signal}): it is recorded at "
-            "the run's next safe point" + ("" if r.type == "steer" else ", where the run is frozen as cancelled")
+            "the run's next safe point"
+            + ("" if r.type == "steer" else ", where the run is frozen as cancelled")
         )
     else:
         text = (

@@ -210,7 +210,9 @@ class RunControl:
     the cancel it was handed (`cancel_signal`), and the signals handed/recorded. The run calls
     `recorded(signal, seq)` once the line is durable."""
 
-    def __init__(self, hub: ControlHub, run_id: str, cancel: asyncio.Event, steers: asyncio.Queue[Any]) -> None:
+    def __init__(
+        self, hub: ControlHub, run_id: str, cancel: asyncio.Event, steers: asyncio.Queue[Any]
+    ) -> None:
         self.hub = hub
         self.run_id = run_id
         self.cancel = cancel
@@ -371,7 +373,9 @@ class ControlHub:
             raise invalid_args("send a message", f"run {to!r}", "this is your own run; send to another run")
         if target not in self.live:
             state = run_state(self.ledger.run_records(target))
-            why = frozen_text(target, state) if state.frozen else f"run {target} is not running in this process"
+            why = (
+                frozen_text(target, state) if state.frozen else f"run {target} is not running in this process"
+            )
             raise invalid_args(
                 f"send a message ({why})",
                 f"run {to!r}",
@@ -393,7 +397,10 @@ class ControlHub:
             return matches[0]
         if matches:
             raise invalid_args(
-                "send a message", f"run {to!r}", "give more characters: " + ", ".join(matches[:8]), tuple(matches)
+                "send a message",
+                f"run {to!r}",
+                "give more characters: " + ", ".join(matches[:8]),
+                tuple(matches),
             )
         raise invalid_args(
             "send a message",
@@ -425,10 +432,10 @@ class ControlReceipt:
 def _no_owner(run: str, state: RunState, what: str) -> RunfoldError:
     if state.frozen is not None:
         why = frozen_text(run, state)
-        rec = f"nothing was queued; `runfold continue {run} --task \"...\"` to go on with your words"
+        rec = f'nothing was queued; `runfold continue {run} --task "..."` to go on with your words'
     else:
         why = f"run {run} was left running by a dead process"
-        rec = f"nothing was queued; `runfold resume`, then `runfold continue {run} --task \"...\"` to go on with your words"
+        rec = f'nothing was queued; `runfold resume`, then `runfold continue {run} --task "..."` to go on with your words'
     return RunfoldError(
         ErrorCode.INVALID_ARGS,
         f"{what} (nobody is running this workspace; {why})",
@@ -475,7 +482,7 @@ def send_request(
             ErrorCode.INVALID_ARGS,
             f"{what} ({frozen_text(run, state)})",
             f"run {run}",
-            f"nothing was queued; `runfold continue {run} --task \"...\"` to go on with your words",
+            f'nothing was queued; `runfold continue {run} --task "..."` to go on with your words',
             retry=Retry.NO,
         )
     req = ControlRequest(new_signal_id(), run, type, source, text, now_ms())

@@ -357,7 +357,9 @@ class RunLoop:
     def _new_signal(self, signal: str | None) -> bool:
         if signal is None:
             return True
-        return signal not in self._signals and not (self.control is not None and self.control.is_recorded(signal))
+        return signal not in self._signals and not (
+            self.control is not None and self.control.is_recorded(signal)
+        )
 
     def _note_signal(self, signal: str | None, rec: Record) -> None:
         if signal is not None:

@@ -122,7 +122,11 @@ class ControlAck:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(obj, dict) or obj.get("state") not in ACK_STATES or not isinstance(obj.get("pid"), int):
+        if (
+            not isinstance(obj, dict)
+            or obj.get("state") not in ACK_STATES
+            or not isinstance(obj.get("pid"), int)
+        ):
             return None
         reason, seq = obj.get("reason"), obj.get("seq")
         return cls(
