@@ -316,3 +316,26 @@ def test_send_message_is_opt_in(ws: Workspace) -> None:
     assert "send_message" not in builtin_registry().names()
     assert builtin_registry(["read_file", "send_message"]).names() == ["read_file", "send_message"]
     assert run_state([]).exists is False
+
+
+def test_a_request_handed_after_the_last_safe_point_is_refused_not_lost(ws: Workspace) -> None:
+    """A steer the hub hands over after the run's last safe point is answered `refused` (the run
+    froze first) with the reason, never left accepted and silently dropped."""
+    cd = ControlDir(ws.root)
+    seen: dict[str, str] = {}
+
+    def on_event(rec: Any) -> None:
+        if rec.kind_name == "handoff_written":
+            req = ControlRequest(new_signal_id(), rec.env.run, "steer", "user", "too late", now_ms())
+            cd.write_request(req)
+            seen["sig"] = req.signal
+            assert ws._hub is not None and ws._hub.poll_once() == 1  # handed over now, synchronously
+            ack = cd.read_ack(req.signal)
+            assert ack is not None and ack.state == "accepted"
+
+    out = asyncio.run(ws.arun("task", model=ScriptedProvider.of([reply("ok")]), on_event=on_event))
+    assert out.completion == "done"
+    ack = cd.read_ack(seen["sig"])
+    assert ack is not None and ack.state == "refused"
+    assert "frozen as done before its next safe point" in (ack.reason or "")
+    assert cd.requests() == [] and signals_of(ws, out.run_id) == []

@@ -293,12 +293,18 @@ class ControlHub:
         """The run is frozen: requests it was handed but did not record (they arrived after its
         last safe point) are refused with the reason, and their files removed."""
         ctl = self.live.pop(run_id, None)
-        if ctl is None:
+        if ctl is None or not (ctl.handed - ctl.recorded_signals):
             return
-        state = run_state(self.ledger.run_records(run_id))
+        try:
+            state = run_state(self.ledger.run_records(run_id))
+        except (RunfoldError, OSError):  # the ledger failed: the files stay for the next owner
+            return
+        if state.frozen is None:
+            return  # not frozen (the ledger failed): the next writer's resume records them
         why = (
-            frozen_text(run_id, state) if state.frozen else f"run {run_id} ended"
-        ) + " before its next safe point; send it to a successor (`runfold continue`)"
+            frozen_text(run_id, state)
+            + " before its next safe point; send it to a successor (`runfold continue`)"
+        )
         for signal in sorted(ctl.handed - ctl.recorded_signals):
             with contextlib.suppress(RunfoldError):
                 if signal in state.signals:
