@@ -201,7 +201,23 @@ def run_cmd(
     if max_turns is not None and max_turns < 1:
         raise invalid_args("run an agent", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
     ws = Workspace.open(workspace)
-    spec = model or ws.settings().model
+    run_live(
+        ctx, ws, task, {"goal": goal, "model": model, "room": room, "max_turns": max_turns}, record, json
+    )
+
+
+def run_live(
+    ctx: typer.Context,
+    ws: Workspace,
+    task: str,
+    kwargs: dict[str, Any],
+    record: Path | None,
+    json: bool,
+) -> None:
+    """Drive one run of `ws.arun(task, **kwargs)` with the live view, Ctrl-C handling and the
+    summary (`run`, `continue`); exits with the completion's code. `kwargs["model"]` None takes
+    the workspace's default model."""
+    spec = kwargs.get("model") or ws.settings().model
     require_key(spec)
     console = err_console() if json else out_console()
     view = LiveView(console, fancy=console.is_terminal)
@@ -214,11 +230,9 @@ def run_cmd(
             last_safe.append(rec.seq)
         view.on_event(rec)
 
-    kwargs: dict[str, Any] = {
-        "goal": goal,
+    kwargs = {
+        **kwargs,
         "model": spec,
-        "room": room,
-        "max_turns": max_turns,
         "on_event": on_event,
         "on_delta": view.on_delta,
         "record": record,
