@@ -699,6 +699,15 @@ class Workspace:
         Ctrl-C cancels the run at the next safe point and freezes it as cancelled."""
         return asyncio.run(self.arun(task, **kwargs))
 
+    async def acontinue(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
+        """Continue the frozen `run` (id or prefix) with a successor (DESIGN.md §7): `arun(task,
+        continues=run, **kwargs)`; `task` empty keeps the run's own task. Same errors as `arun`."""
+        return await self.arun(task, continues=run, **kwargs)
+
+    def continue_run(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
+        """`acontinue` from synchronous code (`asyncio.run`)."""
+        return asyncio.run(self.acontinue(run, task, **kwargs))
+
     @asynccontextmanager
     async def _shared_writer(self) -> AsyncIterator[Ledger]:
         """The one writer, shared by every run this Workspace object drives concurrently."""
