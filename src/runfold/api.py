@@ -667,24 +667,24 @@ class Workspace:
                         goal=goal if goal.strip() else None,
                     )
                 control = self._hub.register(run_id, cancel, steers) if self._hub is not None else None
-                loop = RunLoop(
-                    ledger,
-                    Cas(self._root),
-                    provider,
-                    registry,
-                    ctx,
-                    prefix,
-                    options,
-                    run_id=run_id,
-                    on_event=on_event,
-                    on_delta=on_delta,
-                    cancel=cancel,
-                    bill=bill,
-                    fork=plan,
-                    steers=steers,
-                    control=control,
-                )
                 try:
+                    loop = RunLoop(
+                        ledger,
+                        Cas(self._root),
+                        provider,
+                        registry,
+                        ctx,
+                        prefix,
+                        options,
+                        run_id=run_id,
+                        on_event=on_event,
+                        on_delta=on_delta,
+                        cancel=cancel,
+                        bill=bill,
+                        fork=plan,
+                        steers=steers,
+                        control=control,
+                    )
                     return await loop.run()
                 finally:
                     if self._hub is not None:
