@@ -339,3 +339,20 @@ def test_a_request_handed_after_the_last_safe_point_is_refused_not_lost(ws: Work
     assert ack is not None and ack.state == "refused"
     assert "frozen as done before its next safe point" in (ack.reason or "")
     assert cd.requests() == [] and signals_of(ws, out.run_id) == []
+
+
+def test_send_message_by_config_and_without_a_target(ws: Workspace) -> None:
+    """`[defaults] tools` may name send_message; a message to a run that is not running comes
+    back to the model as an E_INVALID_ARGS result with a recovery, and the run goes on."""
+    (ws.root / ".runfold" / "config.toml").write_text('[defaults]\ntools = ["read_file", "send_message"]\n')
+    first = asyncio.run(ws.arun("one", model=ScriptedProvider.of([reply("ok")])))
+    args = json.dumps({"to": first.run_id, "text": "hello"})
+    out = asyncio.run(
+        ws.arun(
+            "two", model=ScriptedProvider.of([reply("send", ("m1", "send_message", args)), reply("fine")])
+        )
+    )
+    assert out.completion == "done"
+    err = ws.records(run=out.run_id, kind="tool_result")[0].env.data["error"]
+    assert err["code"] == "E_INVALID_ARGS" and "frozen as done" in err["action"] and err["recovery"]
+    assert ControlDir(ws.root).requests() == []
