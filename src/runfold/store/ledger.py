@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+import blake3
+
 from runfold.core.address import address_problem
 from runfold.core.canonical import FORMAT_VERSION, I64_MIN, Envelope, chain_hash, encode_line
 from runfold.core.chain import LineChecker, LineRefused
@@ -34,6 +36,8 @@ SEGMENT_BYTES = 64 << 20
 RUNTIME = "runtime"
 """The author of lines the runtime writes about itself."""
 _I64_MAX = (1 << 63) - 1
+_CACHE_MAX = 1 << 16
+"""Checked run ids / addresses remembered per writer before the sets are cleared."""
 
 
 def now_ms() -> int:
@@ -123,6 +127,11 @@ class Ledger:
         self._cut_after_next_write = False
         self._closed = False
         self._pending: list[Record] = []
+        self._runs_ok: set[str] = set()
+        self._addrs_ok: set[str] = set()
+        """Run ids and addresses of drafts already checked (a set lookup, not a regex, per line)."""
+        self._hasher = blake3.blake3()
+        """One BLAKE3 state for chain hashes of staged lines (update, hexdigest, reset)."""
         self._entry_checker = LineChecker()
         """Checks lines read through the index, restarted at each entry's seq and prev; it
         keeps the run ids it has seen well-formed, so a run's lines skip that regex."""
@@ -443,28 +452,41 @@ class Ledger:
         head = self._pending[-1].hash if self._pending else self._head
         clock: int | None = None
         records: list[Record] = []
+        append = records.append
+        runs_ok = self._runs_ok
+        addrs_ok = self._addrs_ok
+        known = KNOWN_KIND_NAMES
+        hasher = self._hasher
         for i, d in enumerate(drafts):
             t = d.t
             if t is None:
                 if clock is None:
                     clock = now_ms()
                 t = clock
-            env = Envelope(
-                v=FORMAT_VERSION,
-                run=d.run,
-                seq=seq,
-                prev=head,
-                t=t,
-                who=d.who,
-                kind=d.kind,
-                data=_draft_data(d, i),
-                addr=d.addr,
-                ig=d.ig,
-            )
-            _check_draft(d, t, i)
+            data = _draft_data(d, i)
+            run, who, kind, addr = d.run, d.who, d.kind, d.addr
+            if not (
+                run in runs_ok
+                and type(who) is str
+                and who
+                and kind in known
+                and (addr is None or addr in addrs_ok)
+                and type(t) is int
+                and I64_MIN <= t <= _I64_MAX
+            ):
+                _check_draft(d, t, i)  # raises naming the field, or the draft is well-formed
+                if len(runs_ok) >= _CACHE_MAX or len(addrs_ok) >= _CACHE_MAX:
+                    runs_ok.clear()
+                    addrs_ok.clear()
+                runs_ok.add(run)
+                if addr is not None:
+                    addrs_ok.add(addr)
+            env = Envelope(FORMAT_VERSION, run, seq, head, t, who, kind, data, addr, d.ig)
             raw = encode_line(env)
-            head = chain_hash(raw)
-            records.append(Record(env, raw, head))
+            hasher.update(raw)
+            head = hasher.hexdigest()
+            hasher.reset()
+            append(Record(env, raw, head))
             seq += 1
         self._pending.extend(records)
         return records
@@ -514,11 +536,7 @@ class Ledger:
         seg = self._segments[-1][0]
         idx = self._index
         assert idx is not None
-        off = start
-        for rec in records:
-            n = len(rec.raw)
-            idx.add(rec.seq, seg, off, n, rec.hash, rec.env.run)
-            off += n + 1
+        idx.add_lines(records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records])
         self._size = start + len(buf)
         self._next_seq = records[-1].seq + 1
         self._head = records[-1].hash
