@@ -97,13 +97,16 @@ decode_float_free = msgspec.json.Decoder(float_hook=_refuse_float).decode
 def _encode_data_fast(data: Json) -> bytes | None:
     """`data`'s canonical bytes when proven with C calls that `check_json` would accept it:
     orjson encodes it (no non-str key, no integer beyond 64 bits, no lone surrogate), re-parsing
-    meets no float literal, and its opening brackets bound its depth. None: run `check_json`
+    meets no float literal, and its opening brackets bound its depth (more than MAX_DEPTH of
+    them, each with its closing bracket, need more than 2 * MAX_DEPTH bytes). None: run `check_json`
     (also whenever the bytes hold `null`: orjson writes a NaN or infinite float as `null`).
     (orjson also encodes datetimes, UUIDs and dataclasses, as strings and objects; such values
     then land in the ledger in that JSON form.)"""
     try:
         encoded = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-        if encoded.count(b"{") + encoded.count(b"[") > MAX_DEPTH or b"null" in encoded:
+        if b"null" in encoded or (
+            len(encoded) > 2 * MAX_DEPTH and encoded.count(b"{") + encoded.count(b"[") > MAX_DEPTH
+        ):
             return None
         decode_float_free(encoded)
     except (orjson.JSONEncodeError, TypeError, FloatSeen, msgspec.DecodeError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ SEGMENT_BYTES = 64 << 20
 RUNTIME = "runtime"
 """The author of lines the runtime writes about itself."""
 _I64_MAX = (1 << 63) - 1
+_new_envelope = tuple.__new__
+"""Builds an Envelope from a tuple of its ten fields without the NamedTuple's Python __new__."""
 _CACHE_MAX = 1 << 16
 """Checked run ids / addresses remembered per writer before the sets are cleared."""
 
@@ -90,6 +93,25 @@ def _take_writer_lock(path: Path) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+class _IndexFlush:
+    """`LedgerIndex.flush` running on a helper thread; `wait()` joins it, `error` is what it
+    raised (None when it succeeded)."""
+
+    def __init__(self, idx: LedgerIndex) -> None:
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(idx,), name="runfold-index-flush")
+        self._thread.start()
+
+    def _run(self, idx: LedgerIndex) -> None:
+        try:
+            idx.flush()
+        except BaseException as exc:  # handed to the appending thread
+            self.error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
 
 
 class _Stale(Exception):
@@ -463,7 +485,9 @@ class Ledger:
                 if clock is None:
                     clock = now_ms()
                 t = clock
-            data = _draft_data(d, i)
+            data = d.data
+            if type(data) is not dict:
+                data = _draft_data(d, i)
             run, who, kind, addr = d.run, d.who, d.kind, d.addr
             if not (
                 run in runs_ok
@@ -481,7 +505,7 @@ class Ledger:
                 runs_ok.add(run)
                 if addr is not None:
                     addrs_ok.add(addr)
-            env = Envelope(FORMAT_VERSION, run, seq, head, t, who, kind, data, addr, d.ig)
+            env = _new_envelope(Envelope, (FORMAT_VERSION, run, seq, head, t, who, kind, data, addr, d.ig))
             raw = encode_line(env)
             hasher.update(raw)
             head = hasher.hexdigest()
@@ -514,8 +538,13 @@ class Ledger:
         assert self._fd is not None
         fd = self._fd
         start = self._size
-        buf = b"\n".join(r.raw for r in records) + b"\n"
+        buf = b"\n".join([r.raw for r in records] + [b""])
         cutting = self._cut_after_next_write
+        idx = self._index
+        assert idx is not None
+        # Index rows of earlier (durable) batches go to SQLite on a helper thread while this
+        # thread waits on fsync; both release the GIL. The index is not touched until it ends.
+        index_flush = _IndexFlush(idx) if idx.flush_due else None
         try:
             written = 0
             view = memoryview(buf)
@@ -528,18 +557,28 @@ class Ledger:
                 os.ftruncate(fd, start + len(buf))
             self.io.sync(fd)
         except OSError as exc:
+            if index_flush is not None:
+                index_flush.wait()
             self._poison(exc, None if cutting else start)
             assert self._poisoned is not None
             raise self._poisoned from exc
+        except BaseException:
+            if index_flush is not None:
+                index_flush.wait()
+            raise
         # durable: advance
         self._cut_after_next_write = False
         seg = self._segments[-1][0]
-        idx = self._index
-        assert idx is not None
-        idx.add_lines(records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records])
+        if index_flush is not None:
+            index_flush.wait()
+        idx.add_lines(
+            records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records], flush=False
+        )
         self._size = start + len(buf)
         self._next_seq = records[-1].seq + 1
         self._head = records[-1].hash
+        if index_flush is not None and index_flush.error is not None:
+            raise index_flush.error
         return len(records)
 
     def _check_writable(self) -> None:
