@@ -223,6 +223,14 @@ class LineChecker:
 
         Returns the envelope and whether the line is known (False: an unknown kind with
         `ig:true`, which stays in the chain but must be skipped by folds). Raises LineRefused.
+
+        Fast path (C calls only), else the exact path (`_check_exact`), which names the fault.
+        Why the fast path accepts only lines the exact path accepts: msgspec decodes into
+        `_Wire` (exact field types, no unknown field, float literals refused by the hook);
+        re-encoding it (wire field order, `addr`/`ig` omitted at their defaults, data keys
+        sorted, same escaping as orjson) equal to `raw` proves `raw == encode_line(env)`;
+        `_plain_numbers` bounds integers to i64/u64 and nesting to MAX_DEPTH; prev, seq,
+        version, kind and a run id already seen well-formed are compared directly.
         """
         try:
             w = _decode_wire(raw)

@@ -2,8 +2,9 @@
 
 `scan` is the one loop that reads segment bytes and feeds every line to the core `LineChecker`;
 `Ledger.open` and `verify_path` both use it, so "what is a torn tail" and "which line is at
-fault" have one answer. It reads in big chunks and adds nothing per line beyond the checker
-except counting, so verification runs near the speed of hashing.
+fault" have one answer. It reads in big chunks and, when no sink wants each line, hands a
+chunk's lines to `LineChecker.check_fast` in one call, falling back to `check` line by line at
+the first line the fast path declines (so the refusal names that line exactly).
 """
 
 from __future__ import annotations
