@@ -31,6 +31,7 @@ from runfold.runtime.config import WorkspaceConfig, load_config, require_key
 from runfold.runtime.cost import CostReport
 from runfold.runtime.executor import RetryPolicy, RunOutcome
 from runfold.runtime.replay import ReplayReport
+from runfold.runtime.resume import ResumeReport
 from runfold.store.layout import RUNFOLD_DIR, find_workspace, list_segments, parse_segment_name
 from runfold.store.ledger import Ledger
 from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, verify_path
@@ -40,6 +41,7 @@ __all__ = [
     "CostReport",
     "LinePosition",
     "ReplayReport",
+    "ResumeReport",
     "RunOutcome",
     "VerifyReport",
     "Workspace",
@@ -89,6 +91,8 @@ class Workspace:
         self._reader: Ledger | _BareLedger | None = None
         self._run_ledger: Ledger | None = None
         self._writer_users = 0
+        self.last_resume: ResumeReport | None = None
+        """What the resume of the last writer open did (None before any)."""
 
     # ---- opening -------------------------------------------------------------------------
 
@@ -166,11 +170,13 @@ class Workspace:
     # ---- the writer ----------------------------------------------------------------------
 
     @contextmanager
-    def writer(self) -> Iterator[Ledger]:
+    def writer(self, *, resume: bool = True) -> Iterator[Ledger]:
         """The workspace's one writer: `with ws.writer() as ledger: ledger.append([...])`.
 
-        Raises `E_LEDGER_HELD` naming the holder's pid when another process holds it. The read
-        view is refreshed when the block ends.
+        Opening it resumes the ledger first (DESIGN.md §7; `last_resume` says what was closed
+        and frozen): pass `resume=False` only to build a history by hand, line by line, across
+        several opens. Raises `E_LEDGER_HELD` naming the holder's pid when another process holds
+        it. The read view is refreshed when the block ends.
         """
         if self._bare:
             raise invalid_args(
@@ -178,12 +184,57 @@ class Workspace:
                 str(self._root),
                 "a bare ledger file or directory is read-only; `runfold init` a workspace to write",
             )
-        ledger = Ledger.open(self._root, writer=True)
+        ledger = self._open_writer(resume=resume)
         try:
             yield ledger
         finally:
             ledger.close()
             self.close()
+
+    def _open_writer(self, *, resume: bool = True) -> Ledger:
+        """Open the writer and resume the ledger (DESIGN.md §7: on every open by a writer)."""
+        from runfold.runtime.resume import resume_ledger
+
+        ledger = Ledger.open(self._root, writer=True)
+        if resume:
+            try:
+                self.last_resume = resume_ledger(ledger)
+            except BaseException:
+                ledger.close()
+                raise
+        return ledger
+
+    def resume(self) -> ResumeReport:
+        """Resume the workspace (DESIGN.md §7) with a full scan: close every `tool_called` left
+        without a result by a dead process (`E_TOOL_OUTCOME_UNKNOWN`), freeze every run left
+        without `run_frozen` (`cancelled`, `cause: process_died`). Idempotent. The caller verifies
+        the chain first (`verify()`); `runfold resume` does.
+
+        Returns the report (see `runfold.runtime.resume.ResumeReport`). Raises `E_LEDGER_HELD`
+        when another process writes the workspace (it resumed the ledger when it opened it),
+        `E_LEDGER_CORRUPT` for a damaged line, `E_INVALID_ARGS` on a read-only workspace.
+        """
+        from runfold.runtime.resume import resume_ledger
+
+        if self._bare:
+            raise invalid_args(
+                "resume", str(self._root), "a bare ledger is read-only; `runfold init` a workspace"
+            )
+        ledger = self._open_writer(resume=False)
+        try:
+            report = resume_ledger(ledger, full=True)
+        finally:
+            ledger.close()
+            self.close()
+        self.last_resume = report
+        return report
+
+    def waiting_runs(self) -> list[fold_api.RunSummary]:
+        """Runs that ended without finishing (`cancelled` or `limit`, e.g. frozen by resume) and
+        have no successor yet: each is waiting for the person to `continue` it or leave it."""
+        summaries = self.run_summaries()
+        continued = {s.predecessor for s in summaries if s.predecessor is not None}
+        return [s for s in summaries if s.status in ("cancelled", "limit") and s.run not in continued]
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -337,19 +388,24 @@ class Workspace:
         ledger = self._ledger()
         return fold_api.fold_run(_lineage_lines(ledger, rid), rid, at, tail=ledger.next_seq - 1)
 
-    def fork(self, run: str, at: int, task: str | None = None, who: str = "person") -> fold_api.ForkPlan:
+    def fork(
+        self, run: str, at: int, task: str | None = None, who: str = "person", *, resume: bool = True
+    ) -> fold_api.ForkPlan:
         """Fork `run` (id or prefix) at `at` (DESIGN.md §7): under the writer lock, append the new
         run's `run_started` (opening `inherited`, parent = mother) and `run_forked {from, at_seq:
         the cut used}`; the mother's lines are untouched. Returns the plan (new run id, cut, why
-        the cut moved). Raises `E_INVALID_ARGS` for a seq past the tail or outside the run's
-        lineage (never clamped), `E_LEDGER_HELD` when another process holds the writer."""
+        the cut moved). The fork is not run: `arun(fork=(run, at))` forks and runs in one step;
+        a fork left open is frozen by the next writer open (resume) and can then be continued.
+        `resume` is passed to `writer()`. Raises `E_INVALID_ARGS` for a seq past the tail or
+        outside the run's lineage (never clamped), `E_LEDGER_HELD` when another process holds
+        the writer."""
         import os
 
         from runfold.core.ids import run_id_v7
         from runfold.store.ledger import now_ms
 
         rid = self.resolve_run(run)
-        with self.writer() as ledger:
+        with self.writer(resume=resume) as ledger:
             lines = _lineage_lines(ledger, rid)
             new_run = run_id_v7(now_ms(), os.urandom(10))
             plan = fold_api.plan_fork(
@@ -448,13 +504,15 @@ class Workspace:
         fork: tuple[str, int] | None = None,
         record: str | Path | None = None,
         steers: asyncio.Queue[str] | None = None,
+        continues: str | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
 
         - `model`: a SPEC string (`local`, `anthropic:<model>`, `openai:<model>`,
           `openai-responses:<model>`, `openai-compat:<model>@<url>`, `script:<file>[#dialect]`) or a
           `Provider`; None takes `[defaults].model` of config.toml, else `local`;
-        - `room`: the run's address and write domain (`.` = the workspace root);
+        - `room`: the run's address and write domain (`.` = the workspace root; a fork or a
+          successor works in its mother's room unless another is given);
         - `max_turns`: the turn ceiling (None: `[defaults].max_turns`, else no ceiling);
         - `tools`: the user's own tools (typed Python functions, sync or async, or `Tool`s);
           `builtin_tools`: True (all six), False (none) or a list of built-in names (None:
@@ -471,10 +529,16 @@ class Workspace:
           (`runfold.providers.recording`);
         - `steers`: put the person's words on this queue while the run goes; each is written as
           `steer_received` at the next safe point and reaches the model with the next request
-          that may carry it (held while a request or a wave is in flight, DESIGN.md §6).
+          that may carry it (held while a request or a wave is in flight, DESIGN.md §6);
+        - `continues`: a frozen run (id or prefix) to continue (DESIGN.md §7): the new run is its
+          successor (`predecessor`), inherits its conversation through its tail (a fork at its
+          last line) and starts with a `runtime:` note saying why it continues; `task` then
+          replaces the old run's task when not empty. A run left running by a dead process is
+          frozen by the resume of this writer open first. Any model may continue any run.
 
         Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
-        `E_INVALID_ARGS` for a bad SPEC, room or tool; `E_LEDGER_HELD` when another process
+        `E_INVALID_ARGS` for a bad SPEC, room or tool, or for `continues` naming a run that is
+        still running or together with `fork`; `E_LEDGER_HELD` when another process
         writes the workspace; `E_CONFIG_INVALID` for a bad config; `E_STORAGE_FATAL` when the
         ledger cannot be written. Every other failure freezes the run and is in `outcome.error`.
         """
@@ -490,6 +554,10 @@ class Workspace:
             raise invalid_args("run an agent", str(self._root), "`runfold init` a workspace to run agents in")
         cfg = self.config()
         defaults = cfg.get("defaults", {}) if isinstance(cfg.get("defaults", {}), dict) else {}
+        origin = continues if continues is not None else fork[0] if fork is not None else None
+        if origin is not None and room in (".", ""):
+            first = self.records(run=self.resolve_run(origin))[:1]
+            room = (first[0].env.addr or ".") if first else room  # a fork works where its mother did
         room_addr: str | None = None if room in (".", "") else room
         if room_addr is not None:
             parse_address(room_addr)
@@ -544,6 +612,31 @@ class Workspace:
         try:
             async with self._shared_writer() as ledger:
                 plan = None
+                if continues is not None:
+                    if fork is not None:
+                        raise invalid_args(
+                            "continue a run", "fork", "give either `continues` or `fork`, not both"
+                        )
+                    rid = self.resolve_run(continues)
+                    note = fold_api.successor_note(rid, ledger.run_records(rid))
+                    if note is None:
+                        raise invalid_args(
+                            "continue a run",
+                            f"run {rid}",
+                            f"the run is still running in this process; cancel it (`runfold cancel {rid}`) "
+                            "and continue it once it is frozen",
+                        )
+                    options = dataclasses.replace(options, note=note)
+                    plan = fold_api.plan_fork(
+                        _lineage_lines(ledger, rid),
+                        rid,
+                        ledger.run_records(rid)[-1].seq,
+                        new_run=run_id,
+                        tail=ledger.next_seq - 1,
+                        task=task if task.strip() else None,
+                        goal=goal if goal.strip() else None,
+                        predecessor=rid,
+                    )
                 if fork is not None:
                     mother = self.resolve_run(fork[0])
                     plan = fold_api.plan_fork(
@@ -606,11 +699,20 @@ class Workspace:
         Ctrl-C cancels the run at the next safe point and freezes it as cancelled."""
         return asyncio.run(self.arun(task, **kwargs))
 
+    async def acontinue(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
+        """Continue the frozen `run` (id or prefix) with a successor (DESIGN.md §7): `arun(task,
+        continues=run, **kwargs)`; `task` empty keeps the run's own task. Same errors as `arun`."""
+        return await self.arun(task, continues=run, **kwargs)
+
+    def continue_run(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
+        """`acontinue` from synchronous code (`asyncio.run`)."""
+        return asyncio.run(self.acontinue(run, task, **kwargs))
+
     @asynccontextmanager
     async def _shared_writer(self) -> AsyncIterator[Ledger]:
         """The one writer, shared by every run this Workspace object drives concurrently."""
         if self._writer_users == 0:
-            self._run_ledger = Ledger.open(self._root, writer=True)
+            self._run_ledger = self._open_writer()
         self._writer_users += 1
         try:
             assert self._run_ledger is not None

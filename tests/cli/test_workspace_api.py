@@ -119,7 +119,7 @@ def test_record_at_and_position(three_runs: Workspace) -> None:
 
 def test_writer_is_exclusive_and_readers_need_no_lock(three_runs: Workspace) -> None:
     ws = three_runs
-    with ws.writer() as ledger:
+    with ws.writer(resume=False) as ledger:
         with pytest.raises(RunfoldError) as held:
             with Workspace.open(ws.root).writer():
                 pass

@@ -60,17 +60,17 @@ def child_expectation(lines: dict[str, list[Record]], mother: str, cut: int, chi
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workspace, Book, dict[str, str]]:
     ws = Workspace.init(tmp_path_factory.mktemp("world"))
-    with ws.writer() as led:
+    with ws.writer(resume=False) as led:
         book = Book(led.append)
         builders = write_base_runs(book)
     names = {k: b.run for k, b in builders.items()}
     a_lines = ws.records(run=names["A"])
     # fork A inside its second wave: the cut moves back to the end of the first wave
     wave_line = [r for r in a_lines if r.kind_name == "tool_called"][3]
-    p1 = ws.fork(names["A"], wave_line.seq, task="try another way")
+    p1 = ws.fork(names["A"], wave_line.seq, task="try another way", resume=False)
     assert p1.moved is not None and p1.cut < wave_line.seq
     own_safe(ws, book, p1.new_run)
-    with ws.writer() as led:
+    with ws.writer(resume=False) as led:
         book.append = led.append
         child = RunBuilder(book, p1.new_run)
         child.turn(text="branching", calls=2, before_wave=["careful"])
@@ -79,17 +79,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workspace, Book, di
     names["F1"] = p1.new_run
     f1_own = [r.seq for r in ws.records(run=p1.new_run)]
     # a fork of the fork inside its own part, and one inside the part it inherited from A
-    p2 = ws.fork(p1.new_run, f1_own[5])
+    p2 = ws.fork(p1.new_run, f1_own[5], resume=False)
     own_safe(ws, book, p2.new_run)
-    p3 = ws.fork(p1.new_run, a_lines[3].seq)
+    p3 = ws.fork(p1.new_run, a_lines[3].seq, resume=False)
     own_safe(ws, book, p3.new_run)
-    with ws.writer() as led:
+    with ws.writer(resume=False) as led:
         book.append = led.append
         g = RunBuilder(book, p2.new_run)
         g.turn(text="grandchild", calls=1, before_call=["held until the results"])
     names["F2"], names["F3"] = p2.new_run, p3.new_run
     # three levels deep
-    p4 = ws.fork(p2.new_run, ws.records(run=p2.new_run)[-1].seq)
+    p4 = ws.fork(p2.new_run, ws.records(run=p2.new_run)[-1].seq, resume=False)
     own_safe(ws, book, p4.new_run)
     names["F4"] = p4.new_run
     return ws, book, names
@@ -119,7 +119,7 @@ def test_fork_at_every_seq_of_every_run(world: Any) -> None:
     runs = [r for r in lines if r != "00000000-0000-0000-0000-000000000000"]
     planned = []
     n = 0
-    with ws.writer() as led:
+    with ws.writer(resume=False) as led:
         tail = led.next_seq - 1
         for run in runs:
             safe = oracle(book, lines, run)
@@ -167,7 +167,7 @@ def test_fork_through_the_api_at_every_seq_of_a_run(world: Any) -> None:
     run = names["F2"]
     safe = oracle(book, lines, run)
     for seq in lineage(lines, run).seqs():
-        plan = ws.fork(run[:13], seq)
+        plan = ws.fork(run[:13], seq, resume=False)
         assert plan.cut == max(s for s in safe if s <= seq)
         after = lines_of(ws.records())
         child = ws.fold(plan.new_run)
@@ -183,7 +183,7 @@ def test_fork_refuses_seqs_outside_the_lineage_never_clamps(world: Any) -> None:
     before = ws.records()
     for bad in (tail + 1, tail + 100, 0, ws.records(run=names["B"])[2].seq):
         with pytest.raises(RunfoldError) as info:
-            ws.fork(names["A"], bad)
+            ws.fork(names["A"], bad, resume=False)
         assert info.value.code is ErrorCode.INVALID_ARGS
         assert f"tail is seq {tail}" in info.value.recovery
         assert "run " + names["A"][:8] in info.value.recovery
@@ -191,7 +191,7 @@ def test_fork_refuses_seqs_outside_the_lineage_never_clamps(world: Any) -> None:
     # the lineage of a fork: A's lines after the fork point are not the fork's
     a_after_cut = [r.seq for r in ws.records(run=names["A"])][-1]
     with pytest.raises(RunfoldError):
-        ws.fork(names["F1"], a_after_cut)
+        ws.fork(names["F1"], a_after_cut, resume=False)
 
 
 def test_raw_prefix_is_byte_identical(world: Any) -> None:
@@ -225,10 +225,10 @@ def test_foreign_ledger_forks_at_each_of_its_18_seqs(tmp_path: Path) -> None:
     for seq in range(18):
         if seq == 0:  # the workspace's checkpoint line is no line of the run
             with pytest.raises(RunfoldError) as info:
-                ws.fork(FOREIGN_RUN, 0)
+                ws.fork(FOREIGN_RUN, 0, resume=False)
             assert info.value.code is ErrorCode.INVALID_ARGS and "seqs 1–17" in info.value.recovery
             continue
-        plan = ws.fork(FOREIGN_RUN, seq)
+        plan = ws.fork(FOREIGN_RUN, seq, resume=False)
         assert plan.cut == max(s for s in safe if s <= seq)
         child = ws.fold(plan.new_run)
         assert check_valid(child.messages) == []

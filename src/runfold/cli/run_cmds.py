@@ -124,8 +124,10 @@ def _usage_obj(outcome: RunOutcome) -> dict[str, int]:
     return {"input": u.input, "output": u.output, "cache_read": u.cache_read, "cache_write": u.cache_write}
 
 
-def _next_commands(run_id: str, fork_at: int | None) -> list[str]:
+def _next_commands(run_id: str, fork_at: int | None, completion: str = "done") -> list[str]:
     out = [f"runfold conversation {run_id}", f"runfold replay {run_id}", f"runfold cost {run_id}"]
+    if completion != "done":
+        out.insert(0, f"runfold continue {run_id}")
     if fork_at is not None:
         out.append(f"runfold fork {run_id} --at {fork_at}")
     out.append(f"runfold log --run {run_id}")
@@ -201,7 +203,23 @@ def run_cmd(
     if max_turns is not None and max_turns < 1:
         raise invalid_args("run an agent", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
     ws = Workspace.open(workspace)
-    spec = model or ws.settings().model
+    run_live(
+        ctx, ws, task, {"goal": goal, "model": model, "room": room, "max_turns": max_turns}, record, json
+    )
+
+
+def run_live(
+    ctx: typer.Context,
+    ws: Workspace,
+    task: str,
+    kwargs: dict[str, Any],
+    record: Path | None,
+    json: bool,
+) -> None:
+    """Drive one run of `ws.arun(task, **kwargs)` with the live view, Ctrl-C handling and the
+    summary (`run`, `continue`); exits with the completion's code. `kwargs["model"]` None takes
+    the workspace's default model."""
+    spec = kwargs.get("model") or ws.settings().model
     require_key(spec)
     console = err_console() if json else out_console()
     view = LiveView(console, fancy=console.is_terminal)
@@ -214,11 +232,9 @@ def run_cmd(
             last_safe.append(rec.seq)
         view.on_event(rec)
 
-    kwargs: dict[str, Any] = {
-        "goal": goal,
+    kwargs = {
+        **kwargs,
         "model": spec,
-        "room": room,
-        "max_turns": max_turns,
         "on_event": on_event,
         "on_delta": view.on_delta,
         "record": record,
@@ -276,7 +292,7 @@ def _finish(
 ) -> None:
     """Print the outcome (summary or JSON) and exit with the completion's code."""
     fork_at = last_safe[-1] if last_safe else None
-    nexts = _next_commands(outcome.run_id, fork_at)
+    nexts = _next_commands(outcome.run_id, fork_at, outcome.completion)
     code = COMPLETION_EXIT.get(outcome.completion, EXIT_ERROR)
     if json:
         echo_json(

@@ -1,0 +1,218 @@
+"""The resume fold (DESIGN.md §7): which tool calls a dead process left without a result and
+which runs it left without `run_frozen`, and the lines that close them.
+
+Pure: `ResumeScan` is fed ledger lines in seq order (all of them, or those after a point known
+to be clean) and `resume_drafts` turns its plan into drafts for the writer. Writing them, and
+doing so on every writer open, is the runtime's job (`runtime/resume.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from runfold.core.errors import ErrorCode, Retry, RunfoldError
+from runfold.core.ids import WORKSPACE_RUN
+from runfold.core.kinds import Kind
+from runfold.core.payloads import HandoffWritten, RunFrozen, RunStarted, ToolCalled, ToolResult
+from runfold.core.records import Draft, Record
+
+RESUME_WHO = "runtime"
+"""The author of every line resume writes (the run fold recognizes resume's results by it)."""
+
+PROCESS_DIED = "process_died"
+"""`run_frozen.cause` of a run frozen by resume."""
+
+
+@dataclass(frozen=True, slots=True)
+class DanglingCall:
+    """A `tool_called` with no `tool_result`: `run`, `seq` of the tool_called line, the call's
+    `tool_use_id`, tool `name`, the run's address `addr`; `closable` is False when the run is
+    already frozen (a result after `run_frozen` would break its fold; the freeze dropped the
+    wave whole, so the history is valid, but the tool may have acted)."""
+
+    run: str
+    seq: int
+    tool_use_id: str
+    name: str
+    addr: str | None
+    closable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LostRun:
+    """A run without `run_frozen`: `run`, its first and last `seq`, address, task, and `turns`
+    (model replies) it had written."""
+
+    run: str
+    first_seq: int
+    last_seq: int
+    addr: str | None
+    task: str
+    turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePlan:
+    """What resume must write: `dangling` calls (closable ones get a result) and `lost` runs (in
+    order of first appearance); `clean` is True when there is nothing to do."""
+
+    dangling: tuple[DanglingCall, ...]
+    lost: tuple[LostRun, ...]
+
+    @property
+    def clean(self) -> bool:
+        return not self.lost and not any(d.closable for d in self.dangling)
+
+
+@dataclass(slots=True)
+class _RunState:
+    first_seq: int
+    last_seq: int
+    addr: str | None
+    task: str = ""
+    turns: int = 0
+    frozen: bool = False
+    open_calls: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+
+class ResumeScan:
+    """Feed lines in seq order (`feed`), then read `plan()`. Lines of the workspace run (nil
+    UUID) are skipped; a run's state starts at its first fed line, so feeding only the lines
+    after a seq at which no run was open and no call dangled gives the same plan as feeding all."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, _RunState] = {}
+        self.lines = 0
+
+    def feed(self, rec: Record) -> None:
+        self.lines += 1
+        run = rec.run
+        if run == WORKSPACE_RUN:
+            return
+        st = self._runs.get(run)
+        if st is None:
+            st = self._runs[run] = _RunState(rec.seq, rec.seq, rec.env.addr)
+        st.last_seq = rec.seq
+        kind = rec.env.kind
+        if kind == Kind.RUN_STARTED.value:
+            st.task = rec.typed(RunStarted).task
+        elif kind == Kind.MODEL_RETURNED.value:
+            st.turns += 1
+        elif kind == Kind.TOOL_CALLED.value:
+            call = rec.typed(ToolCalled)
+            st.open_calls[call.id] = (rec.seq, call.name)
+        elif kind == Kind.TOOL_RESULT.value:
+            st.open_calls.pop(rec.typed(ToolResult).tool_use_id, None)
+        elif kind == Kind.RUN_FROZEN.value:
+            st.frozen = True
+
+    def feed_all(self, records: Iterable[Record]) -> ResumeScan:
+        for rec in records:
+            self.feed(rec)
+        return self
+
+    def plan(self) -> ResumePlan:
+        dangling: list[DanglingCall] = []
+        lost: list[LostRun] = []
+        for run, st in self._runs.items():
+            for call_id, (seq, name) in st.open_calls.items():
+                dangling.append(DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen))
+            if not st.frozen:
+                lost.append(LostRun(run, st.first_seq, st.last_seq, st.addr, st.task, st.turns))
+        dangling.sort(key=lambda d: d.seq)
+        return ResumePlan(tuple(dangling), tuple(lost))
+
+
+def outcome_unknown_error(call: DanglingCall) -> RunfoldError:
+    """The §11 error resume writes as the result of a call whose process died after it started."""
+    return RunfoldError(
+        ErrorCode.TOOL_OUTCOME_UNKNOWN,
+        f"finish tool call `{call.name}` (the process running it died after the call started)",
+        f"call {call.tool_use_id} (tool_called at seq {call.seq})",
+        "the tool may or may not have acted; check its effect before calling it again",
+        retry=Retry.UNKNOWN,
+    )
+
+
+def resume_drafts(
+    plan: ResumePlan,
+    *,
+    pending: Mapping[str, Sequence[Draft]] | None = None,
+) -> list[Draft]:
+    """The lines that resume `plan` (DESIGN.md §7), in write order: per lost run (in order of
+    first appearance), the results of its dangling calls (`tool_result` with an
+    `E_TOOL_OUTCOME_UNKNOWN` error, in call order), then `pending[run]` (e.g. steers handed over
+    before the process died), then `handoff_written` and `run_frozen {completion: cancelled,
+    cause: process_died}`. Closable dangling calls of runs that are not lost do not exist (a run
+    is frozen or lost), so nothing else is written; an empty list for a clean plan."""
+    pending = pending or {}
+    by_run: dict[str, list[DanglingCall]] = {}
+    for call in plan.dangling:
+        if call.closable:
+            by_run.setdefault(call.run, []).append(call)
+    drafts: list[Draft] = []
+    for lost in plan.lost:
+        for call in by_run.get(lost.run, []):
+            result = ToolResult(
+                tool_use_id=call.tool_use_id,
+                name=call.name,
+                error=outcome_unknown_error(call).to_data(),
+            )
+            drafts.append(Draft(lost.run, RESUME_WHO, Kind.TOOL_RESULT.value, result, addr=lost.addr))
+        drafts.extend(pending.get(lost.run, ()))
+        closed = len(by_run.get(lost.run, []))
+        handoff = HandoffWritten(
+            must_read=[],
+            overview=lost.task[:500],
+            progress=(
+                f"{lost.turns} turn(s); the process running it died after seq {lost.last_seq}"
+                + (f"; {closed} tool call(s) closed with E_TOOL_OUTCOME_UNKNOWN" if closed else "")
+            ),
+            context="frozen by resume",
+            next_step=f"check the effect of any call closed as unknown, then `runfold continue {lost.run}`",
+        )
+        drafts.append(Draft(lost.run, RESUME_WHO, Kind.HANDOFF_WRITTEN.value, handoff, addr=lost.addr))
+        frozen = RunFrozen(completion="cancelled", cause=PROCESS_DIED)
+        drafts.append(Draft(lost.run, RESUME_WHO, Kind.RUN_FROZEN.value, frozen, addr=lost.addr))
+    return drafts
+
+
+def successor_note(run: str, lines: Sequence[Record]) -> str | None:
+    """The `runtime:` note a successor of `run` starts with (DESIGN.md §7 continue): why the run
+    stopped (the process died, its turn ceiling, the person's cancel, an error, or it had
+    finished) and, when resume closed calls as unknown, to check their effect first. `lines`
+    are the run's own lines in seq order. None when the run has no `run_frozen` (still running)."""
+    frozen: RunFrozen | None = None
+    unknown = 0
+    called = False
+    for rec in lines:
+        kind = rec.env.kind
+        called = called or kind == Kind.MODEL_CALLED.value
+        if kind == Kind.RUN_FROZEN.value:
+            frozen = rec.typed(RunFrozen)
+        elif kind == Kind.TOOL_RESULT.value and rec.env.who == RESUME_WHO:
+            err = rec.typed(ToolResult).error
+            if err is not None and err.get("code") == ErrorCode.TOOL_OUTCOME_UNKNOWN.value:
+                unknown += 1
+    if frozen is None:
+        return None
+    if not called:
+        why = "had not called a model yet"
+    elif frozen.cause == PROCESS_DIED:
+        why = "stopped when the process running it died"
+    elif frozen.error is not None:
+        why = f"stopped on an error ({frozen.error.get('code', 'E_?')}: {frozen.error.get('action', '')})"
+    elif frozen.completion == "limit":
+        why = "stopped at its limit (turn ceiling or output ceiling)"
+    elif frozen.completion == "cancelled":
+        why = "was cancelled by the person"
+    else:
+        why = "had finished"
+    text = f"This run continues run {run}, which {why}; its conversation so far is above."
+    if unknown:
+        text += (
+            f" {unknown} tool call(s) were cut off by the crash and their outcome is unknown:"
+            " check their effect before calling them again."
+        )
+    return text + " Go on with the task from where it stopped."
