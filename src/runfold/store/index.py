@@ -63,11 +63,7 @@ class LedgerIndex:
         self.path = path
         self.autoflush = path is not None
         """Flush every FLUSH_ROWS rows; a reader turns it off unless it holds the index lock."""
-        self._db = sqlite3.connect(
-            ":memory:" if path is None else str(path), isolation_level=None, check_same_thread=False
-        )
-        # check_same_thread=False: a writer flushes rows from a helper thread while its own
-        # thread waits on fsync (Ledger.flush); it never uses the index until that thread ends.
+        self._db = sqlite3.connect(":memory:" if path is None else str(path), isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL" if path is not None else "PRAGMA journal_mode=MEMORY")
         self._db.execute("PRAGMA synchronous=OFF")
         self._db.executescript(_SCHEMA)
@@ -144,19 +140,11 @@ class LedgerIndex:
         if self.autoflush and len(self._pending) >= FLUSH_ROWS:
             self.flush()
 
-    @property
-    def flush_due(self) -> bool:
-        """True when autoflush is on and at least FLUSH_ROWS rows wait to be written."""
-        return self.autoflush and len(self._pending) >= FLUSH_ROWS
-
-    def add_lines(
-        self, seq: int, seg: int, off: int, lines: Sequence[tuple[int, str, str]], *, flush: bool = True
-    ) -> None:
+    def add_lines(self, seq: int, seg: int, off: int, lines: Sequence[tuple[int, str, str]]) -> None:
         """Add the rows of consecutive verified lines written together: the first at `seq`
         (must equal `next_seq`, else ValueError) and byte offset `off` of segment `seg`, each
         given as (length in bytes without its newline, BLAKE3 hex, run id); the next line
-        starts one byte (the newline) after the previous one. Same rows as `add` per line.
-        `flush=False` leaves a due flush to the caller (see `flush_due`)."""
+        starts one byte (the newline) after the previous one. Same rows as `add` per line."""
         if seq != self.next_seq:
             raise ValueError(f"index rows must be added in order: got seq {seq}, expected {self.next_seq}")
         run_ids = self._run_ids
@@ -172,7 +160,7 @@ class LedgerIndex:
             append((seq, seg, off, length, fromhex(digest), rid))
             seq += 1
             off += length + 1
-        if flush and self.autoflush and len(pending) >= FLUSH_ROWS:
+        if self.autoflush and len(pending) >= FLUSH_ROWS:
             self.flush()
 
     def flush(self) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -93,25 +92,6 @@ def _take_writer_lock(path: Path) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
-
-
-class _IndexFlush:
-    """`LedgerIndex.flush` running on a helper thread; `wait()` joins it, `error` is what it
-    raised (None when it succeeded)."""
-
-    def __init__(self, idx: LedgerIndex) -> None:
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(idx,), name="runfold-index-flush")
-        self._thread.start()
-
-    def _run(self, idx: LedgerIndex) -> None:
-        try:
-            idx.flush()
-        except BaseException as exc:  # handed to the appending thread
-            self.error = exc
-
-    def wait(self) -> None:
-        self._thread.join()
 
 
 class _Stale(Exception):
@@ -540,11 +520,6 @@ class Ledger:
         start = self._size
         buf = b"\n".join([r.raw for r in records] + [b""])
         cutting = self._cut_after_next_write
-        idx = self._index
-        assert idx is not None
-        # Index rows of earlier (durable) batches go to SQLite on a helper thread while this
-        # thread waits on fsync; both release the GIL. The index is not touched until it ends.
-        index_flush = _IndexFlush(idx) if idx.flush_due else None
         try:
             written = 0
             view = memoryview(buf)
@@ -557,28 +532,18 @@ class Ledger:
                 os.ftruncate(fd, start + len(buf))
             self.io.sync(fd)
         except OSError as exc:
-            if index_flush is not None:
-                index_flush.wait()
             self._poison(exc, None if cutting else start)
             assert self._poisoned is not None
             raise self._poisoned from exc
-        except BaseException:
-            if index_flush is not None:
-                index_flush.wait()
-            raise
         # durable: advance
         self._cut_after_next_write = False
         seg = self._segments[-1][0]
-        if index_flush is not None:
-            index_flush.wait()
-        idx.add_lines(
-            records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records], flush=False
-        )
+        idx = self._index
+        assert idx is not None
+        idx.add_lines(records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records])
         self._size = start + len(buf)
         self._next_seq = records[-1].seq + 1
         self._head = records[-1].hash
-        if index_flush is not None and index_flush.error is not None:
-            raise index_flush.error
         return len(records)
 
     def _check_writable(self) -> None:
