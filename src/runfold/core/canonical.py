@@ -193,12 +193,12 @@ _Fragment = orjson.Fragment
 
 def chain_hash(raw_line: bytes) -> str:
     """BLAKE3-256 of a line's exact bytes without its newline, as 64 lowercase hex."""
-    return blake3.blake3(raw_line).hexdigest()
+    return blake3.blake3(raw_line).digest().hex()
 
 
 def content_hash(content: bytes) -> str:
     """BLAKE3-256 of arbitrary bytes as 64 lowercase hex (CAS keys, request hashes)."""
-    return blake3.blake3(content).hexdigest()
+    return blake3.blake3(content).digest().hex()
 
 
 _FLOATISH = re.compile(rb"[0-9][.eE]")

@@ -133,7 +133,7 @@ class Ledger:
         self._addrs_ok: set[str] = set()
         """Run ids and addresses of drafts already checked (a set lookup, not a regex, per line)."""
         self._hasher = blake3.blake3()
-        """One BLAKE3 state for chain hashes of staged lines (update, hexdigest, reset)."""
+        """One BLAKE3 state for chain hashes of staged lines (update, digest, reset)."""
         self._entry_checker = LineChecker()
         """Checks lines read through the index, restarted at each entry's seq and prev; it
         keeps the run ids it has seen well-formed, so a run's lines skip that regex."""
@@ -488,7 +488,7 @@ class Ledger:
             env = _new_envelope(Envelope, (FORMAT_VERSION, run, seq, head, t, who, kind, data, addr, d.ig))
             raw = encode_line(env)
             hasher.update(raw)
-            head = hasher.hexdigest()
+            head = hasher.digest().hex()
             hasher.reset()
             append(Record(env, raw, head))
             seq += 1
