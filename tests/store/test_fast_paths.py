@@ -18,10 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_store_props import json_values, kinds, payloads, run_ids, texts
 
-from runfold.core.canonical import FORMAT_VERSION, Envelope, chain_hash, check_data, encode_line
+from runfold.core.canonical import FORMAT_VERSION, MAX_DEPTH, Envelope, chain_hash, check_data, encode_line
 from runfold.core.chain import LineChecker, LineRefused
 from runfold.core.errors import RunfoldError
 from runfold.core.ids import WORKSPACE_RUN
+from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.store.index import LedgerIndex
 
 HEAD = chain_hash(b"the line before")
@@ -258,3 +259,16 @@ def test_fast_and_exact_paths_agree_at_the_edges(data_json: bytes, t: bytes) -> 
     fast = _checker(env)
     accepted = fast.check_fast([raw], 0, set())
     assert accepted == (0 if isinstance(exact, str) else 1)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, MAX_DEPTH + 2])
+def test_shortest_deep_lines_get_the_exact_answer(depth: int) -> None:
+    """The fast path skips counting brackets on lines too short to nest past MAX_DEPTH; the
+    shortest possible lines at and past the cap must still get the exact path's answer."""
+    kind = min(KNOWN_KIND_NAMES, key=len)
+    inner = b"[" * (depth - 1) + b"]" * (depth - 1)
+    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, HEAD, 0, "", kind, {})
+    raw = encode_line(env).replace(b'"data":{}', b'"data":{"":' + inner + b"}")
+    exact = _exact(env, raw)
+    assert isinstance(exact, str) == (depth > MAX_DEPTH)
+    assert _checker(env).check_fast([raw], 0, set()) == (0 if depth > MAX_DEPTH else 1)

@@ -301,7 +301,7 @@ class LineChecker:
             except OverflowError:
                 break
             if not t_min <= w.t <= t_max or (
-                len(raw) >= short_line and raw.count(b"{") + raw.count(b"[") > max_open
+                len(raw) >= short_line + len(head) and raw.count(b"{") + raw.count(b"[") > max_open
             ):
                 break
             update(raw)
@@ -428,9 +428,10 @@ _pack = msgspec.msgpack.Encoder().encode
 _MAX_OPEN = MAX_DEPTH + 1
 """Most opening brackets a line may hold for the fast path (`data` itself is depth 1)."""
 _SHORT_LINE = 2 * (_MAX_OPEN + 1) + 100
-"""A line the fast path decoded, shorter than this (356 bytes), cannot hold more than _MAX_OPEN
-opening brackets: each needs its closing bracket, and the rest of the envelope takes at least
-101 bytes (`"v":1,"run":"<36-char UUID>","seq":0,"prev":"","t":0,"who":"","kind":"","data":`)."""
+"""A line whose `data` nests deeper than MAX_DEPTH holds at least 2 * (_MAX_OPEN + 1) bracket
+bytes of structure (each opener of the envelope and of data has its closer), at least 101
+other bytes (`"v":1,"run":"<36-char UUID>","seq":0,"prev":"","t":0,"who":"","kind":"","data":`)
+and its `prev` string: so a line shorter than this plus `len(prev)` cannot nest too deep."""
 
 
 def _plain_numbers(w: _Wire, raw: bytes) -> bool:
@@ -443,7 +444,7 @@ def _plain_numbers(w: _Wire, raw: bytes) -> bool:
         return False
     if not I64_MIN <= w.t <= U64_MAX:
         return False
-    return len(raw) < _SHORT_LINE or raw.count(b"{") + raw.count(b"[") <= _MAX_OPEN
+    return len(raw) < _SHORT_LINE + len(w.prev) or raw.count(b"{") + raw.count(b"[") <= _MAX_OPEN
 
 
 def _first_difference(raw: bytes, canonical: bytes) -> str:
