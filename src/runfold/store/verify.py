@@ -2,8 +2,9 @@
 
 `scan` is the one loop that reads segment bytes and feeds every line to the core `LineChecker`;
 `Ledger.open` and `verify_path` both use it, so "what is a torn tail" and "which line is at
-fault" have one answer. It reads in big chunks and adds nothing per line beyond the checker
-except counting, so verification runs near the speed of hashing.
+fault" have one answer. It reads in big chunks and, when no sink wants each line, hands a
+chunk's lines to `LineChecker.check_fast` in one call, falling back to `check` line by line at
+the first line the fast path declines (so the refusal names that line exactly).
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ def scan(
     done = 0
     start_seq = checker.expected_seq
     check = checker.check
+    check_fast = checker.check_fast
     versions = result.versions
     skipped = 0
     nbytes = 0
@@ -176,7 +178,21 @@ def scan(
                     buf = rest + chunk if rest else chunk
                     parts = buf.split(b"\n")
                     rest = parts.pop()
-                    for raw in parts:
+                    i = 0
+                    n_parts = len(parts)
+                    while i < n_parts:
+                        if sink is None:
+                            k = check_fast(parts, i, versions)
+                            if k:
+                                n = sum(map(len, parts[i : i + k])) + k
+                                pos += n
+                                nbytes += n
+                                line_no += k
+                                count += k
+                                i += k
+                                if i == n_parts:
+                                    break
+                        raw = parts[i]
                         try:
                             env, known = check(raw, line_no)
                         except LineRefused as exc:
@@ -194,6 +210,7 @@ def scan(
                         nbytes += n + 1
                         line_no += 1
                         count += 1
+                        i += 1
                     if progress is not None:
                         progress(done, total)
                 result.end_segment = si
