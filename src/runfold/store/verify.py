@@ -18,6 +18,7 @@ from pathlib import Path
 from runfold.core.canonical import Envelope, chain_hash
 from runfold.core.chain import Fault, LineChecker, LineRefused, parse_envelope, refuse
 from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.ids import ZERO_HASH
 from runfold.store.layout import RUNFOLD_DIR, list_segments, parse_segment_name
 
 CHUNK_BYTES = 4 << 20
@@ -455,7 +456,9 @@ def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
     else:
         first = _read_line_at(segments, 0, 0)
         env = parse_envelope(first) if first is not None else None
-        if env is not None and env.seq != 0:
+        # a later segment starts mid-chain; a first line claiming seq > 0 after the zero hash
+        # (which only seq 0 follows) is damage in that line, so it is checked from seq 0
+        if env is not None and env.seq != 0 and env.prev != ZERO_HASH:
             checker = LineChecker(env.seq, env.prev)
             note = (
                 f"this segment starts at seq {env.seq}: the chain was checked from its first line's "
