@@ -25,7 +25,14 @@ from runfold.core.payloads import CancelReceived, SteerReceived
 from runfold.core.records import Draft, Record
 from runfold.core.speakers import Letter, Person, Runtime, parse_source
 from runfold.runtime.resume import ResumeReport, resume_ledger
-from runfold.store.control import ControlAck, ControlDir, ControlRequest, SignalType, new_signal_id
+from runfold.store.control import (
+    MAX_REQUEST_BYTES,
+    ControlAck,
+    ControlDir,
+    ControlRequest,
+    SignalType,
+    new_signal_id,
+)
 from runfold.store.ledger import RUNTIME, Ledger, now_ms
 
 POLL_S: Final = 0.1
@@ -374,6 +381,7 @@ class ControlHub:
         run or one not running here, or `text` is empty."""
         if not text.strip():
             raise invalid_args("send a message", "text", "give the words to send (not empty)")
+        check_request_text(text, "text", "send a message")
         target = self._resolve(to)
         if target == sender_run:
             raise invalid_args("send a message", f"run {to!r}", "this is your own run; send to another run")
@@ -435,6 +443,26 @@ class ControlReceipt:
     owner_pid: str = "unknown"
 
 
+def check_request_text(text: str, where: str, what: str) -> None:
+    """Refuse (`E_INVALID_ARGS`, naming `where`) steer words that cannot go into a request file:
+    text that is not valid Unicode (e.g. undecodable bytes from the command line, which Python
+    keeps as lone surrogates) or longer than the inbox reads (`MAX_REQUEST_BYTES`, bytes)."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise invalid_args(
+            f"{what} (the text is not valid UTF-8 at character {exc.start})",
+            where,
+            "give the words as UTF-8 text (check the terminal's encoding or the bytes you passed)",
+        ) from None
+    if size > MAX_REQUEST_BYTES - 4096:
+        raise invalid_args(
+            f"{what} (the text is {size} bytes; at most {MAX_REQUEST_BYTES - 4096} fit in a request)",
+            where,
+            "send shorter words (put long text in a file in the workspace and name the file)",
+        )
+
+
 def _no_owner(run: str, state: RunState, what: str) -> RunfoldError:
     if state.frozen is not None:
         why = frozen_text(run, state)
@@ -471,7 +499,7 @@ def send_request(
 
     Refuses before writing anything (`E_INVALID_ARGS`, nothing queued) when no process owns the
     workspace (the run is frozen or was left by a dead process), when the run is frozen, when
-    `text` is empty for a steer, or `source` is not a steer source this build writes. Raises
+    `text` is empty for a steer, not valid UTF-8 or too long (`check_request_text`), or `source` is not a steer source this build writes. Raises
     `E_INVALID_ARGS` with the owner's reason when it refused the request. When no ack comes in
     time the receipt's state is `queued` and `path` names the file left in the inbox.
     """
@@ -479,6 +507,8 @@ def send_request(
     parse_source(source)  # E_INVALID_ARGS for a source this build does not write
     if type == "steer" and not text.strip():
         raise invalid_args(what, "TEXT", "give the words to deliver (not empty)")
+    check_request_text(text, "TEXT", what)
+    check_request_text(source, "--from", what)
     cd = ControlDir(ws)
     state = run_state(reader.run_records(run))
     if not cd.owner_present():
@@ -529,6 +559,7 @@ __all__ = [
     "RunControl",
     "RunState",
     "Steer",
+    "check_request_text",
     "frozen_text",
     "inbox_pending",
     "resume_with_inbox",

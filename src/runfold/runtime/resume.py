@@ -76,9 +76,12 @@ def _write_mark(ledger: Ledger) -> None:
     data = orjson.dumps({"seq": last, "hash": ledger.record_at(last).hash})
     path = mark_path(ledger)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with contextlib.suppress(OSError):  # a cache: failing to write it only costs a full scan later
+    try:  # a cache: failing to write it only costs a full scan later
         tmp.write_bytes(data)
         os.replace(tmp, path)
+    except OSError:  # e.g. a directory in the mark's place: leave no temporary file behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def resume_ledger(ledger: Ledger, *, pending: Pending | None = None, full: bool = False) -> ResumeReport:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import time
 import uuid
 from dataclasses import dataclass
@@ -28,6 +29,10 @@ SIGNAL_TYPES: Final = ("steer", "cancel")
 ACK_STATES: Final = ("accepted", "refused", "recorded")
 """`state` of an ack: handed to the live run (lands at its next safe point), refused (with
 `reason`), or recorded in the ledger (with `seq`)."""
+
+MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
+"""Largest request file read, in bytes: a larger one is refused as unreadable (and removed), so
+a stray huge file cannot exhaust the owner's memory. Senders refuse a steer that would exceed it."""
 
 SignalType = Literal["steer", "cancel"]
 AckState = Literal["accepted", "refused", "recorded"]
@@ -175,6 +180,37 @@ def _write_atomically(directory: Path, name: str, data: bytes) -> Path:
     return final
 
 
+class _NotARequest(Exception):
+    """The inbox entry is not a regular file (it is skipped, never read or deleted)."""
+
+
+def _read_request_file(path: Path) -> bytes:
+    """Up to `MAX_REQUEST_BYTES + 1` bytes of the regular file `path`, opened without following a
+    symlink and without blocking on a FIFO. Raises `_NotARequest` for anything but a regular
+    file, `OSError` when it cannot be read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if os.path.islink(path) or path.is_dir():
+            raise _NotARequest from None
+        raise exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _NotARequest
+        chunks: list[bytes] = []
+        left = MAX_REQUEST_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 class ControlDir:
     """The control directory of the workspace at `ws`: `inbox/<signal>.json` (requests),
     `acks/<signal>.json` (answers), `owner.lock` (held by the process running the runs)."""
@@ -196,7 +232,10 @@ class ControlDir:
 
     def requests(self) -> list[tuple[str, ControlRequest | RunfoldError]]:
         """Every request in the inbox as (signal id from the file name, request or the error that
-        makes it unreadable), oldest first (by `sent_at_ms`, then name). Temporary files are skipped."""
+        makes it unreadable), oldest first (by `sent_at_ms`, then name). Temporary files and entries
+        that are not regular files (directories, FIFOs, devices, symlinks) are skipped: they are
+        never read (a FIFO would block, a symlink to a device would never end) nor deleted. A file
+        over `MAX_REQUEST_BYTES` is an unreadable request (refused and removed by the owner)."""
         try:
             names = sorted(n for n in os.listdir(self.inbox) if n.endswith(".json") and not n.startswith("."))
         except FileNotFoundError:
@@ -205,11 +244,21 @@ class ControlDir:
         for name in names:
             path = self.inbox / name
             try:
-                raw = path.read_bytes()
+                raw = _read_request_file(path)
             except FileNotFoundError:
                 continue  # removed meanwhile
+            except _NotARequest:
+                continue  # a directory, FIFO, device or symlink: not ours to read or delete
             except OSError as exc:
                 out.append((0, name[:-5], _storage("read a control request", path, exc)))
+                continue
+            if len(raw) > MAX_REQUEST_BYTES:
+                too_big = invalid_args(
+                    f"read control request (larger than {MAX_REQUEST_BYTES} bytes)",
+                    str(path),
+                    "send shorter words (put long text in a file and name the file)",
+                )
+                out.append((0, name[:-5], too_big))
                 continue
             try:
                 req = ControlRequest.from_json(raw, str(path))
@@ -321,6 +370,7 @@ class ControlDir:
 
 __all__ = [
     "ACK_STATES",
+    "MAX_REQUEST_BYTES",
     "SIGNAL_TYPES",
     "AckState",
     "ControlAck",

@@ -1,0 +1,147 @@
+"""Breaking the control inbox, resume and the senders with bad input (issue 5): stray entries in
+`.runfold/control/inbox/`, oversized requests, undecodable command-line bytes, forged clean
+marks. Each failure must be a clear §11 error; nothing lost, nothing rewritten, verify passes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctl_support import env, ledger_text, runfold
+
+from runfold.api import Workspace
+from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.ids import run_id_v7
+from runfold.core.payloads import RunStarted
+from runfold.core.records import Draft
+from runfold.providers.scripted import ScriptedProvider
+from runfold.store.control import MAX_REQUEST_BYTES, ControlDir, ControlRequest, new_signal_id
+from runfold.store.ledger import now_ms
+
+
+def reply(text: str) -> dict[str, Any]:
+    return {"content": [{"kind": "text", "text": text}], "stop": "end_turn", "delay_ms": 0}
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace.init(tmp_path / "ws")
+
+
+def done_run(ws: Workspace) -> str:
+    return asyncio.run(ws.arun("one", model=ScriptedProvider.of([reply("ok")]))).run_id
+
+
+def lost_run(ws: Workspace, fill: bytes = b"\x07") -> str:
+    run = run_id_v7(now_ms(), fill * 10)
+    with ws.writer(resume=False) as ledger:
+        ledger.append([Draft(run, "person", "run_started", RunStarted(task="t", skills=[]))])
+    return run
+
+
+def test_stray_inbox_entries_never_hang_or_brick_a_writer(ws: Workspace) -> None:
+    """A directory, a FIFO and a symlink to /dev/zero named like requests used to make every
+    writer open fail (E_STORAGE_FATAL deleting a directory), hang (reading a FIFO) or die of
+    MemoryError (reading /dev/zero). They are not requests: skipped, left alone. A huge regular
+    file is refused and removed. The lost run is still frozen; verify passes."""
+    run = lost_run(ws)
+    cd = ControlDir(ws.root)
+    cd.inbox.mkdir(parents=True, exist_ok=True)
+    (cd.inbox / "sig-dir.json").mkdir()
+    os.mkfifo(cd.inbox / "sig-fifo.json")
+    (cd.inbox / "sig-zero.json").symlink_to("/dev/zero")
+    big = new_signal_id()
+    (cd.inbox / f"{big}.json").write_bytes(b"{" + b" " * (MAX_REQUEST_BYTES + 10) + b"}")
+    done = runfold(ws.root, "resume", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "froze 1 run" in done.stdout
+    assert sorted(os.listdir(cd.inbox)) == ["sig-dir.json", "sig-fifo.json", "sig-zero.json"]
+    ack = cd.read_ack(big)
+    assert ack is not None and ack.state == "refused" and "larger than" in (ack.reason or "")
+    assert runfold(ws.root, "verify").returncode == 0
+    conv = runfold(ws.root, "conversation", run)
+    assert "validator:" in conv.stdout and " ok" in conv.stdout
+    assert cd.requests() == []
+
+
+def test_steer_with_undecodable_bytes_is_a_clear_error(ws: Workspace) -> None:
+    """`runfold steer RUN $'\\xff'` (or `--from` with such bytes) used to die with an internal
+    error (exit 4, orjson refusing the lone surrogate). Now E_INVALID_ARGS, exit 2, nothing queued."""
+    run = done_run(ws)
+    before = ledger_text(ws.root)
+    base = [sys.executable, "-m", "runfold", "steer", run]
+    for extra in ([b"bad \xff byte"], ["hello", "--from", b"lab/\xff"]):
+        proc = subprocess.run([*base, *extra, "-w", str(ws.root)], env=env(), capture_output=True, timeout=60)
+        err = proc.stderr.decode("utf-8", "replace")
+        assert proc.returncode == 2, err
+        assert "E_INVALID_ARGS" in err and "UTF-8" in err and "internal error" not in err
+    assert ControlDir(ws.root).requests() == []
+    assert ledger_text(ws.root) == before
+
+
+def test_steer_too_large_for_the_inbox_is_refused_before_writing(ws: Workspace) -> None:
+    run = done_run(ws)
+    with pytest.raises(RunfoldError) as info:
+        ws.send_control(run, "steer", "é" * MAX_REQUEST_BYTES)
+    assert info.value.code is ErrorCode.INVALID_ARGS
+    assert "bytes" in info.value.action and info.value.recovery
+    assert ControlDir(ws.root).requests() == []
+
+
+@pytest.mark.parametrize(
+    "mark",
+    [b"not json", b"[]", b'{"seq": "1", "hash": "x"}', b'{"seq": 99999, "hash": "00"}', b'{"seq": 1}', None],
+)
+def test_a_broken_resume_mark_means_a_full_scan(ws: Workspace, mark: bytes | None) -> None:
+    """Garbage, wrong types, a seq past the tail, a missing hash or a directory in place of
+    `.runfold/resume-mark.json`: the next writer open still finds and freezes the lost run."""
+    done_run(ws)
+    path = ws.root / ".runfold" / "resume-mark.json"
+    run = lost_run(ws)
+    if path.exists():
+        path.unlink()
+    if mark is None:
+        path.mkdir()
+    else:
+        path.write_bytes(mark)
+    done = runfold(ws.root, "run", "two", "--model", f"script:{_script(ws.root)}")
+    assert done.returncode == 0, done.stderr
+    frozen = [json.loads(x) for x in ledger_text(ws.root).splitlines() if x.strip()]
+    assert any(r["run"] == run and r["kind"] == "run_frozen" for r in frozen)
+    assert runfold(ws.root, "verify").returncode == 0
+    assert not list((ws.root / ".runfold").glob("resume-mark.tmp*"))  # no stray temporary file
+
+
+def _script(root: Path) -> Path:
+    path = root / "reply.jsonl"
+    path.write_text(json.dumps(reply("done")) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_request_naming_a_malformed_or_foreign_run_is_refused(ws: Workspace) -> None:
+    """A request file with a malformed run id, and one naming a run of another workspace, are
+    answered `refused` and removed at the next writer open; nothing is written for them."""
+    done_run(ws)
+    cd = ControlDir(ws.root)
+    bad = new_signal_id()
+    cd.inbox.mkdir(parents=True, exist_ok=True)
+    (cd.inbox / f"{bad}.json").write_bytes(
+        json.dumps({"signal": bad, "run": "../../etc", "type": "steer", "text": "x"}).encode()
+    )
+    foreign = ControlRequest(
+        new_signal_id(), run_id_v7(now_ms(), b"\x09" * 10), "cancel", "user", "", now_ms()
+    )
+    cd.write_request(foreign)
+    before = ledger_text(ws.root)
+    ws.resume()
+    assert ledger_text(ws.root) == before
+    for sig in (bad, foreign.signal):
+        ack = cd.read_ack(sig)
+        assert ack is not None and ack.state == "refused"
+    assert cd.requests() == []
