@@ -21,7 +21,7 @@ from runfold.core.ids import run_id_v7
 from runfold.core.payloads import RunStarted
 from runfold.core.records import Draft
 from runfold.providers.scripted import ScriptedProvider
-from runfold.store.control import MAX_REQUEST_BYTES, ControlDir, ControlRequest, new_signal_id
+from runfold.store.control import MAX_REQUEST_BYTES, ControlAck, ControlDir, ControlRequest, new_signal_id
 from runfold.store.ledger import now_ms
 
 
@@ -145,3 +145,36 @@ def test_a_request_naming_a_malformed_or_foreign_run_is_refused(ws: Workspace) -
         ack = cd.read_ack(sig)
         assert ack is not None and ack.state == "refused"
     assert cd.requests() == []
+
+
+def test_acks_nobody_reads_and_stale_temporary_files_are_pruned(ws: Workspace) -> None:
+    """A steer sent without `--wait` leaves its `recorded` ack, and a sender or owner killed
+    mid-write leaves a temporary file: the acks directory used to grow by one file per steer,
+    forever. Writer opens prune such files once they are an hour old; fresh acks, acks of
+    requests still in the inbox and non-files are kept."""
+    run = done_run(ws)
+    cd = ControlDir(ws.root)
+    old = now_ms() / 1000 - 2 * 3600
+    unread = new_signal_id()
+    cd.write_ack(unread, ControlAck("recorded", 1, seq=3))
+    os.utime(cd.ack_path(unread), (old, old))
+    fresh = new_signal_id()
+    cd.write_ack(fresh, ControlAck("recorded", 1, seq=4))
+    waiting = ControlRequest(new_signal_id(), run, "steer", "user", "x", now_ms())
+    cd.write_request(waiting)
+    cd.write_ack(waiting.signal, ControlAck("accepted", 1))
+    os.utime(cd.ack_path(waiting.signal), (old, old))
+    tmp = cd.inbox / f".{new_signal_id()}.json.tmp12345"
+    tmp.write_bytes(b'{"sig')
+    os.utime(tmp, (old, old))
+    (cd.acks / "sig-dir.json").mkdir()
+    os.utime(cd.acks / "sig-dir.json", (old, old))
+    assert cd.prune() == 2
+    assert not cd.ack_path(unread).exists() and not tmp.exists()
+    assert cd.ack_path(fresh).exists() and cd.ack_path(waiting.signal).exists()
+    assert (cd.acks / "sig-dir.json").is_dir()
+    os.utime(cd.ack_path(fresh), (old, old))
+    ws.resume()  # a writer open settles the request (refused: the run is frozen), then prunes
+    assert not cd.ack_path(fresh).exists()
+    ack = cd.read_ack(waiting.signal)
+    assert ack is not None and ack.state == "refused"  # just written: kept for its sender

@@ -185,11 +185,13 @@ def resume_with_inbox(ws: Path, ledger: Ledger, *, full: bool = False) -> Resume
     """`resume_ledger` (DESIGN.md §7) with the inbox wired in: steers and cancels handed to a
     process that died are recorded on its runs just before they are frozen (`inbox_pending`),
     then every request whose run is no longer open is answered and its file removed
-    (`settle_inbox`, after the resume's flush). Raises what `resume_ledger` raises, and
+    (`settle_inbox`, after the resume's flush); acks nobody will read and stale temporary files
+    are deleted (`ControlDir.prune`). Raises what `resume_ledger` raises, and
     `E_STORAGE_FATAL` when a control file cannot be written."""
     report = resume_ledger(ledger, pending=inbox_pending(ws, ledger), full=full)
     if ControlDir(ws).inbox.is_dir():
         settle_inbox(ws, ledger)
+    ControlDir(ws).prune()  # acks nobody will read, temporary files of killed writers
     return report
 
 

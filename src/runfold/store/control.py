@@ -34,6 +34,10 @@ MAX_REQUEST_BYTES: Final = 4 * 1024 * 1024
 """Largest request file read, in bytes: a larger one is refused as unreadable (and removed), so
 a stray huge file cannot exhaust the owner's memory. Senders refuse a steer that would exceed it."""
 
+STALE_S: Final = 3600.0
+"""Age in seconds after which `ControlDir.prune` deletes an ack nobody read (its request is
+gone) and a temporary file a killed writer left."""
+
 SignalType = Literal["steer", "cancel"]
 AckState = Literal["accepted", "refused", "recorded"]
 
@@ -308,6 +312,40 @@ class ControlDir:
         with contextlib.suppress(OSError):
             self.ack_path(signal).unlink()
 
+    def prune(self, older_than_s: float = STALE_S, now_s: float | None = None) -> int:
+        """Delete what nobody will read again (call it as the owner): acks whose request is no
+        longer in the inbox and whose file is older than `older_than_s` s (a sender reads its
+        ack within a poll, 50 ms; one that did not wait never reads it), and temporary files a
+        killed writer left in `inbox/` or `acks/` that long ago. Entries that are not regular
+        files are left alone. Returns how many files were deleted; OS errors are ignored (the
+        files stay for the next owner)."""
+        cutoff = (time.time() if now_s is None else now_s) - older_than_s
+        removed = 0
+        for directory in (self.inbox, self.acks):
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                name = entry.name
+                temporary = name.startswith(".") and ".tmp" in name
+                stale_ack = (
+                    directory == self.acks
+                    and name.endswith(".json")
+                    and not self.request_path(name[:-5]).exists()
+                )
+                if not (temporary or stale_ack):
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                    if not stat.S_ISREG(info.st_mode) or info.st_mtime >= cutoff:
+                        continue
+                    os.unlink(entry.path)
+                    removed += 1
+                except OSError:
+                    continue
+        return removed
+
     # ---- the owner --------------------------------------------------------------------------
 
     def owner_present(self) -> bool:
@@ -372,6 +410,7 @@ __all__ = [
     "ACK_STATES",
     "MAX_REQUEST_BYTES",
     "SIGNAL_TYPES",
+    "STALE_S",
     "AckState",
     "ControlAck",
     "ControlDir",
