@@ -42,7 +42,9 @@ class DanglingCall:
 @dataclass(frozen=True, slots=True)
 class LostRun:
     """A run without `run_frozen`: `run`, its first and last `seq`, address, task, and `turns`
-    (model replies) it had written."""
+    (model replies) it had written; `handed_off` is True when its last line is a
+    `handoff_written` (the process died between the handoff and the freeze, e.g. a resume
+    killed mid-write), so resume need not write a second one."""
 
     run: str
     first_seq: int
@@ -50,6 +52,7 @@ class LostRun:
     addr: str | None
     task: str
     turns: int
+    handed_off: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class _RunState:
     task: str = ""
     turns: int = 0
     frozen: bool = False
+    handed_off: bool = False
     open_calls: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
@@ -95,6 +99,7 @@ class ResumeScan:
             st = self._runs[run] = _RunState(rec.seq, rec.seq, rec.env.addr)
         st.last_seq = rec.seq
         kind = rec.env.kind
+        st.handed_off = kind == Kind.HANDOFF_WRITTEN.value
         if kind == Kind.RUN_STARTED.value:
             st.task = rec.typed(RunStarted).task
         elif kind == Kind.MODEL_RETURNED.value:
@@ -119,7 +124,9 @@ class ResumeScan:
             for call_id, (seq, name) in st.open_calls.items():
                 dangling.append(DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen))
             if not st.frozen:
-                lost.append(LostRun(run, st.first_seq, st.last_seq, st.addr, st.task, st.turns))
+                lost.append(
+                    LostRun(run, st.first_seq, st.last_seq, st.addr, st.task, st.turns, st.handed_off)
+                )
         dangling.sort(key=lambda d: d.seq)
         return ResumePlan(tuple(dangling), tuple(lost))
 
@@ -143,8 +150,9 @@ def resume_drafts(
     """The lines that resume `plan` (DESIGN.md §7), in write order: per lost run (in order of
     first appearance), the results of its dangling calls (`tool_result` with an
     `E_TOOL_OUTCOME_UNKNOWN` error, in call order), then `pending[run]` (e.g. steers handed over
-    before the process died), then `handoff_written` and `run_frozen {completion: cancelled,
-    cause: process_died}`. Closable dangling calls of runs that are not lost do not exist (a run
+    before the process died), then `handoff_written` (left out when the run's last line already
+    is one and nothing was written after it: a resume killed mid-write is not handed off twice)
+    and `run_frozen {completion: cancelled, cause: process_died}`. Closable dangling calls of runs that are not lost do not exist (a run
     is frozen or lost), so nothing else is written; an empty list for a clean plan."""
     pending = pending or {}
     by_run: dict[str, list[DanglingCall]] = {}
@@ -160,8 +168,14 @@ def resume_drafts(
                 error=outcome_unknown_error(call).to_data(),
             )
             drafts.append(Draft(lost.run, RESUME_WHO, Kind.TOOL_RESULT.value, result, addr=lost.addr))
-        drafts.extend(pending.get(lost.run, ()))
+        extra = pending.get(lost.run, ())
+        drafts.extend(extra)
         closed = len(by_run.get(lost.run, []))
+        if lost.handed_off and not closed and not extra:
+            # its handoff is already the last line (a resume or freeze killed before run_frozen)
+            frozen = RunFrozen(completion="cancelled", cause=PROCESS_DIED)
+            drafts.append(Draft(lost.run, RESUME_WHO, Kind.RUN_FROZEN.value, frozen, addr=lost.addr))
+            continue
         handoff = HandoffWritten(
             must_read=[],
             overview=lost.task[:500],
