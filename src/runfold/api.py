@@ -270,13 +270,19 @@ class Workspace:
             return matches[0]
         if matches:
             raise invalid_args(
-                f"find run {prefix!r}",
-                f"the {len(matches)} runs it starts",
-                "give more characters of the run id: " + ", ".join(matches[:_NEARBY_MAX]),
+                f"pick one run for the prefix {prefix!r}",
+                f"{len(matches)} runs whose ids start with it",
+                "give more characters of the run id (`runfold runs` shows the shortest unique ones): "
+                + ", ".join(matches[:_NEARBY_MAX]),
                 nearby=tuple(matches),
             )
         nearby = _nearby_runs(key, [r for r in runs if r != WORKSPACE_RUN])
-        hint = ("closest: " + ", ".join(nearby)) if nearby else "the ledger holds no runs yet"
+        if not nearby:
+            hint = "the ledger holds no runs yet"
+        elif _shared_prefix(nearby[0], key) == 0:
+            hint = "no run id starts like it; `runfold runs` lists them"
+        else:
+            hint = "closest: " + ", ".join(nearby)
         raise invalid_args(
             f"find run {prefix!r}",
             str(self._root),
@@ -855,17 +861,21 @@ def _lineage_lines(ledger: Ledger | _BareLedger, run: str) -> dict[str, list[Rec
     return out
 
 
+def _shared_prefix(run: str, key: str) -> int:
+    """How many leading characters of `run` (hyphens dropped) equal those of `key`."""
+    n = 0
+    for a, b in zip(run.replace("-", ""), key, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
 def _nearby_runs(key: str, runs: list[str]) -> list[str]:
     """Run ids sharing the longest common prefix with `key`, most similar first."""
 
     def shared(run: str) -> int:
-        flat = run.replace("-", "")
-        n = 0
-        for a, b in zip(flat, key, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
+        return _shared_prefix(run, key)
 
     ranked = sorted(runs, key=lambda r: (-shared(r), r))
     best = shared(ranked[0]) if ranked else 0

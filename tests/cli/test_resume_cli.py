@@ -96,3 +96,20 @@ def test_continue_refuses_unknown_runs_and_bad_ceilings(tmp_path: Path) -> None:
     assert "E_INVALID_ARGS" in unknown.err
     bad = run_cli("continue", "0190ffff", "--max-turns", "0", cwd=ws)
     assert bad.code in (2, 3) and "at least 1" in bad.err
+
+
+def test_resume_suggests_prefixes_that_resolve(tmp_path: Path) -> None:
+    """Runs started together share their first 8 characters: every `runfold continue X` that
+    resume suggests must name exactly one run (found by a person following it)."""
+    from runfold.providers.scripted import ScriptedProvider
+
+    ws = tmp_path / "ws"
+    run_cli("init", "-w", ws, cwd=tmp_path)
+    w = Workspace.open(ws)
+    reply = {"content": [{"kind": "tool_use", "id": "c1", "name": "list_dir", "input": "{}"}]}
+    for task in ("one", "two", "three"):
+        assert w.run(task, model=ScriptedProvider.of([reply]), max_turns=1).completion == "limit"
+    out = run_cli("resume", cwd=ws).out
+    suggested = [line.split()[2] for line in out.splitlines() if line.strip().startswith("runfold continue")]
+    assert len(suggested) == 3
+    assert sorted(Workspace.open(ws).resolve_run(p) for p in suggested) == sorted(w.runs())

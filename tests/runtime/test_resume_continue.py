@@ -231,3 +231,17 @@ def test_crash_inside_interleaved_runs_closes_every_run(
         assert {lost.run for lost in report.frozen} == open_runs, k
         _assert_resumed(ws)
         assert not ws.resume().wrote
+
+
+def test_a_run_an_error_froze_reads_failed_with_its_code(tmp_path: Path) -> None:
+    from runfold.core.fold.runs import status_text
+
+    ws = Workspace.init(tmp_path / "ws")
+    same = [call(f"c{i}", "list_dir", {}) for i in range(5)]
+    out = ws.run("loop", model=ScriptedProvider.of(same))
+    assert out.completion == "failed" and out.error is not None
+    summary = ws.run_summaries()[0]
+    assert (summary.status, summary.cause) == ("cancelled", "error")  # the ledger's words
+    assert status_text(summary) == f"failed ({out.error.code.value})"
+    assert summary.to_data()["error_code"] == out.error.code.value
+    assert [s.run for s in ws.waiting_runs()] == [out.run_id]

@@ -49,6 +49,7 @@ def resume_cmd(
     verified = ws.verify()  # refuses a damaged ledger before anything is written
     report = ws.resume()
     waiting = ws.waiting_runs()
+    all_runs = ws.runs()
     ws.close()
     if as_json:
         echo_json(
@@ -71,9 +72,7 @@ def resume_cmd(
             }
         )
         return
-    short = short_run_ids(
-        [c.run for c in report.closed] + [r.run for r in report.frozen] + [s.run for s in waiting]
-    )
+    short = short_run_ids(all_runs)  # unique among every run, not only the ones listed
     lines = [
         f"ok: {verified.lines} line{'' if verified.lines == 1 else 's'} verified (head {verified.head[:16]}…)"
     ]

@@ -33,7 +33,7 @@ from typing import NoReturn, TypeVar, assert_never
 from runfold.core.canonical import encode_json
 from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
-from runfold.core.ids import WORKSPACE_RUN
+from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.kinds import Kind
 from runfold.core.messages import Block, Message, reply_blocks
 from runfold.core.payloads import (
@@ -192,8 +192,10 @@ class Lineage:
         return [r.seq for r in self.records()]
 
     def describe(self) -> str:
-        """`run 0198f6a2: seqs 1–12 (of 20 lines); run 0198f6b0: seqs 40–45` (oldest first)."""
-        return "; ".join(f"run {s.run[:8]}: seqs {s.first}–{s.last}" for s in self.steps)
+        """`run 0198f6a2: seqs 1–12; run 0198f6b0: seqs 40–45` (oldest first), each run named by
+        the shortest prefix that tells the lineage's runs apart (`ids.short_run_ids`)."""
+        names = short_run_ids(s.run for s in self.steps)
+        return "; ".join(f"run {names[s.run]}: seqs {s.first}–{s.last}" for s in self.steps)
 
 
 def group_by_run(records: Iterable[Record]) -> dict[str, list[Record]]:

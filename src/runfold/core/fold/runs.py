@@ -54,6 +54,8 @@ class RunSummary:
     forked_from: str | None = None
     forked_at: int | None = None
     lines: int = 0
+    error_code: str | None = None
+    """The `E_…` code of the error that froze the run (`run_frozen.error`), else None."""
 
     @property
     def task_head(self) -> str:
@@ -82,6 +84,7 @@ class RunSummary:
             "run": self.run,
             "status": self.status,
             "cause": self.cause,
+            "error_code": self.error_code,
             "model": self.model,
             "turns": self.turns,
             "calls": self.calls,
@@ -139,6 +142,8 @@ def _tally(s: RunSummary, rec: Record) -> None:
         completion = frozen.completion
         s.status = completion if completion in ("done", "limit", "cancelled") else "cancelled"  # type: ignore[assignment]
         s.cause = frozen.cause
+        code = frozen.error.get("code") if frozen.error is not None else None
+        s.error_code = code if isinstance(code, str) else None
 
 
 def run_summaries(records: Iterable[Record]) -> list[RunSummary]:
@@ -209,7 +214,10 @@ def _tree_runs(nodes: Sequence[TreeNode]) -> list[str]:
 
 
 def status_text(s: RunSummary) -> str:
-    """`done`, `limit`, `cancelled (process_died)`, `running`."""
+    """`done`, `limit`, `cancelled (process_died)`, `running`, or `failed (E_CODE)` for a run an
+    error froze (the ledger says `cancelled` with `cause: error`, DESIGN.md §4 has no `failed`)."""
+    if s.cause == "error":
+        return f"failed ({s.error_code or 'error'})"
     return f"{s.status} ({s.cause})" if s.cause else s.status
 
 
