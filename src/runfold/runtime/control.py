@@ -97,6 +97,23 @@ def run_state(lines: Sequence[Record]) -> RunState:
     return state
 
 
+def inbox_source_problem(source: str) -> str | None:
+    """Why `source` may not arrive through the inbox, or None when it may. A request speaks as
+    the person (`user`) or as a letter (`@<address> ...`); the runtime's voice (`runtime`,
+    `city`) is the runtime's alone, so a file in the inbox can never pass for it, and a source
+    this build does not write is refused."""
+    try:
+        speaker = parse_source(source)
+    except RunfoldError as err:
+        return f"{err.action} ({source!r}): {err.recovery}"
+    if isinstance(speaker, Runtime):
+        return (
+            f"a request may speak as the person (`user`) or as a letter (`@<address>`), "
+            f"not as the runtime ({source!r})"
+        )
+    return None
+
+
 def frozen_text(run: str, state: RunState) -> str:
     """`run X is frozen as C` (with the cause when there is one)."""
     why = f" ({state.cause})" if state.cause else ""
@@ -127,6 +144,8 @@ def _settle(cd: ControlDir, ledger: Ledger, signal: str, req: ControlRequest, *,
     state = run_state(ledger.run_records(req.run))
     if signal in state.signals:
         cd.write_ack(signal, ControlAck("recorded", os.getpid(), seq=state.signals[signal]))
+    elif (problem := inbox_source_problem(req.source)) is not None:
+        cd.write_ack(signal, ControlAck("refused", os.getpid(), reason=problem))
     elif not state.exists:
         cd.write_ack(signal, ControlAck("refused", os.getpid(), reason=f"no run {req.run} in this workspace"))
     elif state.frozen is not None:
@@ -171,6 +190,8 @@ def inbox_pending(ws: Path, ledger: Ledger) -> Callable[[str], Sequence[Draft]]:
                 continue
             if req.type == "steer" and not req.text.strip():
                 continue
+            if inbox_source_problem(req.source) is not None:
+                continue  # refused by settle_inbox, never written in another voice
             try:
                 drafts.append(_draft(req, state.addr))
             except RunfoldError:
@@ -357,6 +378,9 @@ class ControlHub:
         """Give `req` to its live run; returns why it was refused, or None."""
         if ctl.is_recorded(req.signal):
             return None
+        problem = inbox_source_problem(req.source)
+        if problem is not None:
+            return problem
         if req.type == "cancel":
             if ctl.cancel_signal is not None or ctl.cancel.is_set():
                 return f"run {req.run} is already being cancelled"
@@ -364,10 +388,6 @@ class ControlHub:
             ctl.handed.add(req.signal)
             ctl.cancel.set()
             return None
-        try:
-            parse_source(req.source)
-        except RunfoldError as err:
-            return f"{err.action}: {err.recovery}"
         if not req.text.strip():
             return "the steer's text is empty"
         ctl.handed.add(req.signal)
@@ -507,6 +527,9 @@ def send_request(
     """
     what = "steer the run" if type == "steer" else "cancel the run"
     parse_source(source)  # E_INVALID_ARGS for a source this build does not write
+    problem = inbox_source_problem(source)
+    if problem is not None:
+        raise invalid_args(what, "--from", problem)
     if type == "steer" and not text.strip():
         raise invalid_args(what, "TEXT", "give the words to deliver (not empty)")
     check_request_text(text, "TEXT", what)
@@ -564,6 +587,7 @@ __all__ = [
     "check_request_text",
     "frozen_text",
     "inbox_pending",
+    "inbox_source_problem",
     "resume_with_inbox",
     "run_state",
     "send_request",
