@@ -17,6 +17,7 @@ from runfold.cli.common import (
     JsonOption,
     WorkspaceOption,
     echo_json,
+    err_console,
     out_console,
     want_json,
 )
@@ -154,6 +155,12 @@ def continue_cmd(
         raise invalid_args("continue a run", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
     ws = Workspace.open(workspace)
     rid = ws.resolve_run(run)
+    earlier = [s.run for s in ws.run_summaries() if s.predecessor == rid]
+    if earlier:
+        (err_console() if json else out_console()).print(
+            f"note: run {rid} was already continued by {', '.join(earlier)}; this starts another successor",
+            markup=False,
+        )
     kwargs: dict[str, Any] = {"model": model, "max_turns": max_turns, "continues": rid}
     run_live(ctx, ws, task or "", kwargs, None, json)
 
