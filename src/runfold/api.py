@@ -504,6 +504,7 @@ class Workspace:
         fork: tuple[str, int] | None = None,
         record: str | Path | None = None,
         steers: asyncio.Queue[str] | None = None,
+        on_durable: Callable[[Record], None] | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
 
@@ -527,7 +528,9 @@ class Workspace:
           (`runfold.providers.recording`);
         - `steers`: put the person's words on this queue while the run goes; each is written as
           `steer_received` at the next safe point and reaches the model with the next request
-          that may carry it (held while a request or a wave is in flight, DESIGN.md §6).
+          that may carry it (held while a request or a wave is in flight, DESIGN.md §6);
+        - `on_durable(record)`: every line of the run once it is durable (after the fsync of its
+          batch, in seq order) — the acknowledgement `runfold run --events` prints.
 
         Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
         `E_INVALID_ARGS` for a bad SPEC, room or tool; `E_LEDGER_HELD` when another process
@@ -627,7 +630,30 @@ class Workspace:
                     fork=plan,
                     steers=steers,
                 )
-                return await loop.run()
+                if on_durable is None:
+                    return await loop.run()
+                ack: list[Callable[[Record], None]] = [on_durable]
+                failed: list[Exception] = []
+
+                def acknowledge(batch: Sequence[Record]) -> None:
+                    # a caller's callback must not fail the ledger's flush: stop calling it and
+                    # raise its error once the run is frozen (as for on_event)
+                    for rec in batch:
+                        if ack and rec.env.run == run_id:
+                            try:
+                                ack[0](rec)
+                            except Exception as exc:
+                                failed.append(exc)
+                                ack.clear()
+
+                ledger.on_durable.append(acknowledge)
+                try:
+                    outcome = await loop.run()
+                finally:
+                    ledger.on_durable.remove(acknowledge)
+                if failed:
+                    raise failed[0]
+                return outcome
         finally:
             if owns_provider:
                 await provider.aclose()
