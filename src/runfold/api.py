@@ -504,6 +504,7 @@ class Workspace:
         fork: tuple[str, int] | None = None,
         record: str | Path | None = None,
         steers: asyncio.Queue[str] | None = None,
+        continues: str | None = None,
         on_durable: Callable[[Record], None] | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
@@ -511,7 +512,8 @@ class Workspace:
         - `model`: a SPEC string (`local`, `anthropic:<model>`, `openai:<model>`,
           `openai-responses:<model>`, `openai-compat:<model>@<url>`, `script:<file>[#dialect]`) or a
           `Provider`; None takes `[defaults].model` of config.toml, else `local`;
-        - `room`: the run's address and write domain (`.` = the workspace root);
+        - `room`: the run's address and write domain (`.` = the workspace root; a fork or a
+          successor works in its mother's room unless another is given);
         - `max_turns`: the turn ceiling (None: `[defaults].max_turns`, else no ceiling);
         - `tools`: the user's own tools (typed Python functions, sync or async, or `Tool`s);
           `builtin_tools`: True (all six), False (none) or a list of built-in names (None:
@@ -529,11 +531,17 @@ class Workspace:
         - `steers`: put the person's words on this queue while the run goes; each is written as
           `steer_received` at the next safe point and reaches the model with the next request
           that may carry it (held while a request or a wave is in flight, DESIGN.md §6);
+        - `continues`: a frozen run (id or prefix) to continue (DESIGN.md §7): the new run is its
+          successor (`predecessor`), inherits its conversation through its tail (a fork at its
+          last line) and starts with a `runtime:` note saying why it continues; `task` then
+          replaces the old run's task when not empty. A run left running by a dead process is
+          frozen by the resume of this writer open first. Any model may continue any run;
         - `on_durable(record)`: every line of the run once it is durable (after the fsync of its
           batch, in seq order) — the acknowledgement `runfold run --events` prints.
 
         Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
-        `E_INVALID_ARGS` for a bad SPEC, room or tool; `E_LEDGER_HELD` when another process
+        `E_INVALID_ARGS` for a bad SPEC, room or tool, or for `continues` naming a run that is
+        still running or together with `fork`; `E_LEDGER_HELD` when another process
         writes the workspace; `E_CONFIG_INVALID` for a bad config; `E_STORAGE_FATAL` when the
         ledger cannot be written. Every other failure freezes the run and is in `outcome.error`.
         """
@@ -549,6 +557,10 @@ class Workspace:
             raise invalid_args("run an agent", str(self._root), "`runfold init` a workspace to run agents in")
         cfg = self.config()
         defaults = cfg.get("defaults", {}) if isinstance(cfg.get("defaults", {}), dict) else {}
+        origin = continues if continues is not None else fork[0] if fork is not None else None
+        if origin is not None and room in (".", ""):
+            first = self.records(run=self.resolve_run(origin))[:1]
+            room = (first[0].env.addr or ".") if first else room  # a fork works where its mother did
         room_addr: str | None = None if room in (".", "") else room
         if room_addr is not None:
             parse_address(room_addr)
@@ -603,6 +615,31 @@ class Workspace:
         try:
             async with self._shared_writer() as ledger:
                 plan = None
+                if continues is not None:
+                    if fork is not None:
+                        raise invalid_args(
+                            "continue a run", "fork", "give either `continues` or `fork`, not both"
+                        )
+                    rid = self.resolve_run(continues)
+                    note = fold_api.successor_note(rid, ledger.run_records(rid))
+                    if note is None:
+                        raise invalid_args(
+                            "continue a run",
+                            f"run {rid}",
+                            f"the run is still running in this process; cancel it (`runfold cancel {rid}`) "
+                            "and continue it once it is frozen",
+                        )
+                    options = dataclasses.replace(options, note=note)
+                    plan = fold_api.plan_fork(
+                        _lineage_lines(ledger, rid),
+                        rid,
+                        ledger.run_records(rid)[-1].seq,
+                        new_run=run_id,
+                        tail=ledger.next_seq - 1,
+                        task=task if task.strip() else None,
+                        goal=goal if goal.strip() else None,
+                        predecessor=rid,
+                    )
                 if fork is not None:
                     mother = self.resolve_run(fork[0])
                     plan = fold_api.plan_fork(

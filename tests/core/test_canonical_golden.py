@@ -92,7 +92,9 @@ def test_numbers_a_re_encoding_would_change_are_refused(spelling: bytes) -> None
 
 
 def test_ig_line_without_addr_keeps_no_addr() -> None:
-    env = Envelope(2, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "log_truncated", {"dropped_bytes": 1}, None, True)
+    env = Envelope(
+        2, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "log_truncated", {"dropped_bytes": 1}, None, True
+    )
     got, known = LineChecker().check(encode_line(env), 1)
     assert got == env and known
 

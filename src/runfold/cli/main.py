@@ -71,6 +71,9 @@ def _register() -> None:
     from runfold.cli import run_cmds
 
     run_cmds.register(app)
+    from runfold.cli import resume_cmds
+
+    resume_cmds.register(app)
 
 
 def main() -> None:

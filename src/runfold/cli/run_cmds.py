@@ -216,7 +216,32 @@ def run_cmd(
     if max_turns is not None and max_turns < 1:
         raise invalid_args("run an agent", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
     ws = Workspace.open(workspace)
-    spec = model or ws.settings().model
+    run_live(
+        ctx,
+        ws,
+        task,
+        {"goal": goal, "model": model, "room": room, "max_turns": max_turns},
+        record,
+        json,
+        events=events,
+    )
+
+
+def run_live(
+    ctx: typer.Context,
+    ws: Workspace,
+    task: str,
+    kwargs: dict[str, Any],
+    record: Path | None,
+    json: bool,
+    *,
+    events: bool = False,
+) -> None:
+    """Drive one run of `ws.arun(task, **kwargs)` with the live view, Ctrl-C handling and the
+    summary (`run`, `continue`); exits with the completion's code. `kwargs["model"]` None takes
+    the workspace's default model. `events`: print each durable line of the run as JSON Lines on
+    stdout (`--events`), the live view and summary on stderr."""
+    spec = kwargs.get("model") or ws.settings().model
     require_key(spec)
     console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
@@ -229,11 +254,9 @@ def run_cmd(
             last_safe.append(rec.seq)
         view.on_event(rec)
 
-    kwargs: dict[str, Any] = {
-        "goal": goal,
+    kwargs = {
+        **kwargs,
         "model": spec,
-        "room": room,
-        "max_turns": max_turns,
         "on_event": on_event,
         "on_delta": view.on_delta,
         "record": record,

@@ -110,7 +110,9 @@ class RunOptions:
     - `system`: replaces the default `workspace` system segment text;
     - `who`: the author of `run_started` (the person); `agent`: the author of the run's own
       lines (default: the room, or `agent`);
-    - `retry`: the back-off policy; `tool_timeout_s`: ceiling per tool call in seconds.
+    - `retry`: the back-off policy; `tool_timeout_s`: ceiling per tool call in seconds;
+    - `note`: the runtime's word written as the run's first `steer_received` (source `runtime`),
+      e.g. why a successor continues its predecessor (DESIGN.md §7).
     """
 
     task: str
@@ -121,6 +123,7 @@ class RunOptions:
     who: str = "person"
     agent: str | None = None
     retry: RetryPolicy = RetryPolicy()
+    note: str | None = None
 
 
 @dataclass
@@ -372,6 +375,8 @@ class RunLoop:
                 ),
                 who=opts.who,
             )
+        if opts.note is not None:
+            self._write(_make(SteerReceived, source="runtime", text=opts.note), who=RUNTIME)
         reraise: BaseException | None = None
         try:
             stop = await self._turns()

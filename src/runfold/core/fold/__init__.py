@@ -7,6 +7,14 @@ raw prefix; `runs` summarizes runs and their lineage tree; `why` attributes the 
 from __future__ import annotations
 
 from runfold.core.fold.fork import ForkPlan, plan_fork, raw_prefix
+from runfold.core.fold.resume import (
+    DanglingCall,
+    LostRun,
+    ResumePlan,
+    ResumeScan,
+    resume_drafts,
+    successor_note,
+)
 from runfold.core.fold.run import (
     DECISIONS,
     SAFE_PHASES,
@@ -33,12 +41,16 @@ __all__ = [
     "DECISIONS",
     "SAFE_PHASES",
     "Change",
+    "DanglingCall",
     "Decision",
     "ForkPlan",
     "Lineage",
     "LineageStep",
+    "LostRun",
     "Part",
     "Phase",
+    "ResumePlan",
+    "ResumeScan",
     "RunFold",
     "RunFolder",
     "RunSummary",
@@ -56,8 +68,10 @@ __all__ = [
     "plan_fork",
     "raw_prefix",
     "render_tree",
+    "resume_drafts",
     "run_summaries",
     "run_tree",
     "safe_points",
+    "successor_note",
     "why",
 ]

@@ -50,12 +50,14 @@ def plan_fork(
     task: str | None = None,
     goal: str | None = None,
     who: str = "person",
+    predecessor: str | None = None,
 ) -> ForkPlan:
     """Plan a fork of `mother` at `at_seq` (DESIGN.md §7).
 
     `lines_by_run` holds the mother's lineage (see `fold.run.fold_run`); `tail` is the ledger's
     last seq; `new_run` the new run's UUID; `task`/`goal` replace the mother's (default: the
-    mother's own); `who` authors the lines and is named as who handed the task down.
+    mother's own); `who` authors the lines and is named as who handed the task down;
+    `predecessor` (a run id, normally the mother) makes the new run its successor (continue).
 
     The new `run_started` copies the mother's `job`, `skills`, `policy`, `effort`, `model` and
     address, and sets `opening: inherited`, `parent: mother`, `dispatched_by: who`.
@@ -86,6 +88,7 @@ def plan_fork(
             "goal": started.goal if goal is None else goal,
             "job": started.job,
             "parent": mother,
+            "predecessor": predecessor,
             "skills": [s.to_data() for s in started.skills],
             "dispatched_by": who,
             "policy": started.policy,

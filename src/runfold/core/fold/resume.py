@@ -176,3 +176,39 @@ def resume_drafts(
         frozen = RunFrozen(completion="cancelled", cause=PROCESS_DIED)
         drafts.append(Draft(lost.run, RESUME_WHO, Kind.RUN_FROZEN.value, frozen, addr=lost.addr))
     return drafts
+
+
+def successor_note(run: str, lines: Sequence[Record]) -> str | None:
+    """The `runtime:` note a successor of `run` starts with (DESIGN.md §7 continue): why the run
+    stopped (the process died, its turn ceiling, the person's cancel, an error, or it had
+    finished) and, when resume closed calls as unknown, to check their effect first. `lines`
+    are the run's own lines in seq order. None when the run has no `run_frozen` (still running)."""
+    frozen: RunFrozen | None = None
+    unknown = 0
+    for rec in lines:
+        kind = rec.env.kind
+        if kind == Kind.RUN_FROZEN.value:
+            frozen = rec.typed(RunFrozen)
+        elif kind == Kind.TOOL_RESULT.value and rec.env.who == RESUME_WHO:
+            err = rec.typed(ToolResult).error
+            if err is not None and err.get("code") == ErrorCode.TOOL_OUTCOME_UNKNOWN.value:
+                unknown += 1
+    if frozen is None:
+        return None
+    if frozen.cause == PROCESS_DIED:
+        why = "stopped when the process running it died"
+    elif frozen.error is not None:
+        why = f"stopped on an error ({frozen.error.get('code', 'E_?')}: {frozen.error.get('action', '')})"
+    elif frozen.completion == "limit":
+        why = "stopped at its limit (turn ceiling or output ceiling)"
+    elif frozen.completion == "cancelled":
+        why = "was cancelled by the person"
+    else:
+        why = "had finished"
+    text = f"This run continues run {run}, which {why}; its conversation so far is above."
+    if unknown:
+        text += (
+            f" {unknown} tool call(s) were cut off by the crash and their outcome is unknown:"
+            " check their effect before calling them again."
+        )
+    return text + " Go on with the task from where it stopped."

@@ -1,0 +1,172 @@
+"""`runfold resume` and `runfold continue` (DESIGN.md §7, issue 5): put a workspace a process
+died in back into a state every provider accepts, then go on with a run from where it stopped.
+
+Both are thin: the work is `Workspace.resume()` / `Workspace.arun(continues=...)`; this module
+prints what was done and the next command.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from runfold.api import Workspace
+from runfold.cli.common import (
+    EXIT_CODES_HELP,
+    JsonOption,
+    WorkspaceOption,
+    echo_json,
+    out_console,
+    want_json,
+)
+from runfold.cli.fold_cmds import RunArg
+from runfold.cli.run_cmds import RUN_EPILOG, run_live
+from runfold.core.errors import invalid_args
+from runfold.core.ids import short_run_ids
+
+
+def resume_cmd(
+    ctx: typer.Context,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Verify the ledger, then close what a dead process left open.
+
+    Every tool call left without a result gets an E_TOOL_OUTCOME_UNKNOWN result (the tool may
+    or may not have acted: check before calling it again); every run left without run_frozen is
+    frozen as cancelled with cause process_died. Safe to run any time: a second resume writes
+    nothing. Every writer (runfold run, continue, fork) also does this when it opens the
+    workspace; this command does a full scan and lists the runs waiting for you.
+
+    \b
+    Examples:
+      runfold resume
+      runfold resume --json
+    """
+    as_json = want_json(ctx, json)
+    ws = Workspace.open(workspace)
+    verified = ws.verify()  # refuses a damaged ledger before anything is written
+    report = ws.resume()
+    waiting = ws.waiting_runs()
+    ws.close()
+    if as_json:
+        echo_json(
+            {
+                "ok": True,
+                "verified": {"lines": verified.lines, "head": verified.head},
+                "closed": [
+                    {"run": c.run, "seq": c.seq, "tool_use_id": c.tool_use_id, "name": c.name}
+                    for c in report.closed
+                ],
+                "frozen": [{"run": r.run, "last_seq": r.last_seq, "turns": r.turns} for r in report.frozen],
+                "unclosable": [
+                    {"run": c.run, "seq": c.seq, "tool_use_id": c.tool_use_id, "name": c.name}
+                    for c in report.unclosable
+                ],
+                "written": [r.seq for r in report.written],
+                "waiting": [
+                    {"run": s.run, "status": s.status, "cause": s.cause, "task": s.task} for s in waiting
+                ],
+            }
+        )
+        return
+    short = short_run_ids(
+        [c.run for c in report.closed] + [r.run for r in report.frozen] + [s.run for s in waiting]
+    )
+    lines = [
+        f"ok: {verified.lines} line{'' if verified.lines == 1 else 's'} verified (head {verified.head[:16]}…)"
+    ]
+    if not report.wrote:
+        lines.append("nothing to close: every tool call has its result and every run is frozen")
+    if report.closed:
+        lines.append(
+            f"closed {len(report.closed)} tool call(s) left without a result "
+            "(E_TOOL_OUTCOME_UNKNOWN: check their effect before calling them again):"
+        )
+        lines += [f"  seq {c.seq:<6} {c.name:<12} {c.tool_use_id}  run {short[c.run]}" for c in report.closed]
+    if report.frozen:
+        lines.append(
+            f"froze {len(report.frozen)} run(s) left running by a dead process (cancelled, process_died):"
+        )
+        lines += [
+            f"  {short[r.run]}  {r.turns} turn(s), last seq {r.last_seq}  {_head(r.task)}"
+            for r in report.frozen
+        ]
+    if report.unclosable:
+        lines.append(
+            f"note: {len(report.unclosable)} tool call(s) of runs frozen earlier have no result; their "
+            "wave was dropped when the run froze (the history is valid), but the tool may have acted:"
+        )
+        lines += [f"  seq {c.seq:<6} {c.name:<12} {c.tool_use_id}" for c in report.unclosable]
+    if waiting:
+        lines.append("waiting for you (ended without finishing, not continued yet):")
+        lines += [
+            f"  {short[s.run]}  {s.status}{f' ({s.cause})' if s.cause else ''}  {_head(s.task)}"
+            f"\n      runfold continue {short[s.run]}  [--task TEXT] [--model SPEC]"
+            for s in waiting
+        ]
+    out_console().print("\n".join(lines), markup=False, highlight=False)
+
+
+def _head(task: str) -> str:
+    head = task.strip().split("\n", 1)[0]
+    return repr(head if len(head) <= 60 else head[:59] + "…")
+
+
+def continue_cmd(
+    ctx: typer.Context,
+    run: RunArg,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="New words for the task (default: the run's own task).", metavar="TEXT"),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="SPEC of the model that continues (any model may continue any run; default as for `run`).",
+            show_default=False,
+            metavar="SPEC",
+        ),
+    ] = None,
+    max_turns: Annotated[
+        int | None,
+        typer.Option("--max-turns", help="Turn ceiling of the successor.", show_default=False, metavar="N"),
+    ] = None,
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events",
+            help='Print each line of the successor as JSON Lines on stdout once durable: {"seq", "run", "kind", "hash"} (as for `run`).',
+        ),
+    ] = False,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Continue a frozen run: a successor inherits its conversation and goes on.
+
+    The successor (predecessor = RUN) is a fork at RUN's last line: it inherits the conversation
+    through RUN's last safe point, starts with a runtime note saying why it continues (the
+    process died, a limit, a cancel), and runs like `runfold run`. A run left running by a dead
+    process is frozen first (resume). Thinking blocks of another model are left out, never edited.
+
+    \b
+    Examples:
+      runfold continue 0198f6a2
+      runfold continue 0198f6a2 --task "skip the tests, just fix the parser" --model anthropic:claude-sonnet-4-5
+    """
+    want_json(ctx, json)
+    if max_turns is not None and max_turns < 1:
+        raise invalid_args("continue a run", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
+    ws = Workspace.open(workspace)
+    rid = ws.resolve_run(run)
+    kwargs: dict[str, Any] = {"model": model, "max_turns": max_turns, "continues": rid}
+    run_live(ctx, ws, task or "", kwargs, None, json, events=events)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `resume` and `continue` to `app`."""
+    app.command("resume", epilog=EXIT_CODES_HELP)(resume_cmd)
+    app.command("continue", epilog=RUN_EPILOG)(continue_cmd)
