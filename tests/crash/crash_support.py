@@ -118,11 +118,13 @@ def _runs(records: list[Record]) -> Iterator[tuple[str, list[Record]]]:
     yield from by_run.items()
 
 
-def structure_problems(ws: Workspace) -> list[str]:
-    """Every tool call has exactly one result, written before the run's freeze; every run has
-    exactly one `run_frozen`, its last line."""
+def structure_problems(ws: Workspace, only: str | None = None) -> list[str]:
+    """Every tool call has exactly one result, written before the run's freeze; every run (or
+    only the run `only`) has exactly one `run_frozen`, its last line."""
     problems: list[str] = []
     for run, lines in _runs(ws.records()):
+        if only is not None and run != only:
+            continue
         kinds = [r.kind_name for r in lines]
         if kinds.count("run_frozen") != 1 or kinds[-1] != "run_frozen":
             problems.append(f"run {run}: run_frozen count {kinds.count('run_frozen')}, last line {kinds[-1]}")
