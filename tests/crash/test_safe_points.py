@@ -109,7 +109,7 @@ def test_cancel_at_every_line(tmp_path: Path, dialect: str) -> None:
     _check(ws, reference, "reference")
     frozen = 0
     for k in range(len(kinds)):
-        run, seen = _run(ws, dialect, k, "cancel")
+        run, _ = _run(ws, dialect, k, "cancel")
         where = f"cancel after line {k} ({kinds[k]})"
         _check(ws, run, where)
         lines = ws.records(run=run)
