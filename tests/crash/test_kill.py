@@ -211,6 +211,9 @@ def check_trial(trial: Trial, server: ProviderServer) -> str:
         replay = ws.replay(run)
         assert replay.ok, f"{where}: {replay.summary()}"
         status = ws.records(run=run)[-1].env.data["completion"]
+        last_ack = max((a["seq"] for a in trial.acknowledged), default=0)
+        if tail_before - 1 > last_ack:  # written, not yet printed: killed in or right after a flush
+            status += ", mid-flush"
     finally:
         ws.close()
     if not trial.killed:
