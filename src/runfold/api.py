@@ -28,6 +28,7 @@ from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.records import Record
 from runfold.providers.base import Provider, StreamCallback
 from runfold.runtime.config import WorkspaceConfig, load_config, require_key
+from runfold.runtime.control import ControlReceipt
 from runfold.runtime.cost import CostReport
 from runfold.runtime.executor import RetryPolicy, RunOutcome
 from runfold.runtime.replay import ReplayReport
@@ -38,6 +39,7 @@ from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, v
 from runfold.tools import Tool
 
 __all__ = [
+    "ControlReceipt",
     "CostReport",
     "LinePosition",
     "ReplayReport",
@@ -91,6 +93,7 @@ class Workspace:
         self._reader: Ledger | _BareLedger | None = None
         self._run_ledger: Ledger | None = None
         self._writer_users = 0
+        self._hub: Any = None  # runtime.control.ControlHub while runs are driven (issue 5)
         self.last_resume: ResumeReport | None = None
         """What the resume of the last writer open did (None before any)."""
 
@@ -193,12 +196,12 @@ class Workspace:
 
     def _open_writer(self, *, resume: bool = True) -> Ledger:
         """Open the writer and resume the ledger (DESIGN.md §7: on every open by a writer)."""
-        from runfold.runtime.resume import resume_ledger
+        from runfold.runtime.control import resume_with_inbox
 
         ledger = Ledger.open(self._root, writer=True)
         if resume:
             try:
-                self.last_resume = resume_ledger(ledger)
+                self.last_resume = resume_with_inbox(self._root, ledger)
             except BaseException:
                 ledger.close()
                 raise
@@ -214,7 +217,7 @@ class Workspace:
         when another process writes the workspace (it resumed the ledger when it opened it),
         `E_LEDGER_CORRUPT` for a damaged line, `E_INVALID_ARGS` on a read-only workspace.
         """
-        from runfold.runtime.resume import resume_ledger
+        from runfold.runtime.control import resume_with_inbox
 
         if self._bare:
             raise invalid_args(
@@ -222,7 +225,7 @@ class Workspace:
             )
         ledger = self._open_writer(resume=False)
         try:
-            report = resume_ledger(ledger, full=True)
+            report = resume_with_inbox(self._root, ledger, full=True)
         finally:
             ledger.close()
             self.close()
@@ -503,7 +506,7 @@ class Workspace:
         retry: RetryPolicy | None = None,
         fork: tuple[str, int] | None = None,
         record: str | Path | None = None,
-        steers: asyncio.Queue[str] | None = None,
+        steers: asyncio.Queue[Any] | None = None,
         continues: str | None = None,
         on_durable: Callable[[Record], None] | None = None,
     ) -> RunOutcome:
@@ -530,7 +533,8 @@ class Workspace:
           (`runfold.providers.recording`);
         - `steers`: put the person's words on this queue while the run goes; each is written as
           `steer_received` at the next safe point and reaches the model with the next request
-          that may carry it (held while a request or a wave is in flight, DESIGN.md §6);
+          that may carry it (held while a request or a wave is in flight, DESIGN.md §6); items
+          are strings (the person's words) or `runfold.runtime.control.Steer`s;
         - `continues`: a frozen run (id or prefix) to continue (DESIGN.md §7): the new run is its
           successor (`predecessor`), inherits its conversation through its tail (a fork at its
           last line) and starts with a `runtime:` note saying why it continues; `task` then
@@ -538,6 +542,10 @@ class Workspace:
           frozen by the resume of this writer open first. Any model may continue any run;
         - `on_durable(record)`: every line of the run once it is durable (after the fsync of its
           batch, in seq order) — the acknowledgement `runfold run --events` prints.
+
+        While it runs, the run is reachable from other processes (`runfold steer`/`cancel`,
+        `send_control`) through the workspace's control inbox; `builtin_tools=[..., "send_message"]`
+        lets the agent send letters to other runs of this process.
 
         Many runs may be awaited concurrently on one Workspace: they share one writer. Raises
         `E_INVALID_ARGS` for a bad SPEC, room or tool, or for `continues` naming a run that is
@@ -592,7 +600,15 @@ class Workspace:
         for t in tools:
             registry.add(t)
         run_id = run_id_v7(now_ms(), os.urandom(10))
-        ctx = ToolContext(workspace=self._root, room=room_addr, run_id=run_id)
+
+        def messenger(to: str, text: str) -> dict[str, Any]:
+            if self._hub is None:
+                raise invalid_args(
+                    "send a message", f"run {to!r}", "no run of this workspace is running here"
+                )
+            return dict(self._hub.send_letter(run_id, room_addr, to, text))
+
+        ctx = ToolContext(workspace=self._root, room=room_addr, run_id=run_id, messenger=messenger)
         if room_addr is not None:
             ctx.ensure_room()
         prefix = build_prefix(
@@ -612,6 +628,8 @@ class Workspace:
         options = RunOptions(task=task, goal=goal, room=room_addr, max_turns=max_turns, system=system)
         if retry is not None:
             options = dataclasses.replace(options, retry=retry)
+        cancel = cancel if cancel is not None else asyncio.Event()
+        steers = steers if steers is not None else asyncio.Queue()
         try:
             async with self._shared_writer() as ledger:
                 plan = None
@@ -651,25 +669,8 @@ class Workspace:
                         task=task if task.strip() else None,
                         goal=goal if goal.strip() else None,
                     )
-                loop = RunLoop(
-                    ledger,
-                    Cas(self._root),
-                    provider,
-                    registry,
-                    ctx,
-                    prefix,
-                    options,
-                    run_id=run_id,
-                    on_event=on_event,
-                    on_delta=on_delta,
-                    cancel=cancel,
-                    bill=bill,
-                    fork=plan,
-                    steers=steers,
-                )
-                if on_durable is None:
-                    return await loop.run()
-                ack: list[Callable[[Record], None]] = [on_durable]
+                control = self._hub.register(run_id, cancel, steers) if self._hub is not None else None
+                ack: list[Callable[[Record], None]] = [on_durable] if on_durable is not None else []
                 failed: list[Exception] = []
 
                 def acknowledge(batch: Sequence[Record]) -> None:
@@ -683,11 +684,32 @@ class Workspace:
                                 failed.append(exc)
                                 ack.clear()
 
-                ledger.on_durable.append(acknowledge)
+                if ack:
+                    ledger.on_durable.append(acknowledge)
                 try:
+                    loop = RunLoop(
+                        ledger,
+                        Cas(self._root),
+                        provider,
+                        registry,
+                        ctx,
+                        prefix,
+                        options,
+                        run_id=run_id,
+                        on_event=on_event,
+                        on_delta=on_delta,
+                        cancel=cancel,
+                        bill=bill,
+                        fork=plan,
+                        steers=steers,
+                        control=control,
+                    )
                     outcome = await loop.run()
                 finally:
-                    ledger.on_durable.remove(acknowledge)
+                    if self._hub is not None:
+                        self._hub.unregister(run_id)
+                    if acknowledge in ledger.on_durable:
+                        ledger.on_durable.remove(acknowledge)
                 if failed:
                     raise failed[0]
                 return outcome
@@ -725,11 +747,30 @@ class Workspace:
         Ctrl-C cancels the run at the next safe point and freezes it as cancelled."""
         return asyncio.run(self.arun(task, **kwargs))
 
+    async def acontinue(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
+        """Continue the frozen `run` (id or prefix) with a successor (DESIGN.md §7): `arun(task,
+        continues=run, **kwargs)`; `task` empty keeps the run's own task. Same errors as `arun`."""
+        return await self.arun(task, continues=run, **kwargs)
+
+    def continue_run(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
+        """`acontinue` from synchronous code (`asyncio.run`)."""
+        return asyncio.run(self.acontinue(run, task, **kwargs))
+
     @asynccontextmanager
     async def _shared_writer(self) -> AsyncIterator[Ledger]:
         """The one writer, shared by every run this Workspace object drives concurrently."""
         if self._writer_users == 0:
+            from runfold.runtime.control import ControlHub
+
             self._run_ledger = self._open_writer()
+            hub = ControlHub(self._root, self._run_ledger)
+            try:
+                hub.start()  # owns the workspace: steers and cancels from other processes
+            except BaseException:
+                self._run_ledger.close()
+                self._run_ledger = None
+                raise
+            self._hub = hub
         self._writer_users += 1
         try:
             assert self._run_ledger is not None
@@ -737,9 +778,54 @@ class Workspace:
         finally:
             self._writer_users -= 1
             if self._writer_users == 0 and self._run_ledger is not None:
+                if self._hub is not None:
+                    await self._hub.stop()
+                    self._hub = None
                 self._run_ledger.close()
                 self._run_ledger = None
                 self.close()
+
+    def send_control(
+        self,
+        run: str,
+        type: str,
+        text: str = "",
+        *,
+        source: str = "user",
+        wait_s: float = 10.0,
+        until_recorded: bool = False,
+    ) -> ControlReceipt:
+        """Steer (`type="steer"`, with `text`) or cancel (`type="cancel"`) the live run `run`
+        (id or prefix) from any process, through the control inbox (issue 5, DESIGN.md §5–§6).
+        `source` is the `steer_received.source` (`user`, or a letter built with
+        `runfold.core.speakers.Letter(...).recorded()`).
+
+        Waits up to `wait_s` s for the owner's ack; with `until_recorded`, until the run recorded
+        it at a safe point (`receipt.seq`). Returns the receipt (`state` `accepted`, `recorded`,
+        or `queued` when no ack came in time: the file stays in the inbox). Raises
+        `E_INVALID_ARGS` without writing anything when no process runs this workspace, the run is
+        frozen or unknown, the text is empty or the source unreadable; `E_INVALID_ARGS` with the
+        owner's reason when it refused; `E_STORAGE_FATAL` when the request cannot be written.
+        """
+        from runfold.runtime.control import send_request
+
+        if type not in ("steer", "cancel"):
+            raise invalid_args("send a control request", repr(type), "use `steer` or `cancel`")
+        if self._bare:
+            raise invalid_args(
+                "send a control request", str(self._root), "a bare ledger has no runs to control"
+            )
+        rid = self.resolve_run(run)
+        return send_request(
+            self._root,
+            self._ledger(),  # type: ignore[arg-type]
+            rid,
+            "steer" if type == "steer" else "cancel",
+            text=text,
+            source=source,
+            wait_s=wait_s,
+            until_recorded=until_recorded,
+        )
 
     def replay(self, run: str) -> ReplayReport:
         """Rebuild the exact body of every `model_called` of `run` (id or prefix) from the

@@ -9,6 +9,7 @@ The real-kill version of this test lives in tests/crash/.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,9 @@ def test_crash_after_every_line_then_resume_and_continue(
         assert started.env.data["predecessor"] == run
         note = ws.records(run=out.run_id, kind="steer_received")[0]
         assert note.env.data["source"] == "runtime"
-        assert "process running it died" in note.env.data["text"]
+        called = any(r.env.kind == "model_called" for r in lines[1 : k + 1])
+        why = "process running it died" if called else "had not called a model yet"
+        assert why in note.env.data["text"], k
         if dangling:
             assert "outcome is unknown" in note.env.data["text"]
         _assert_resumed(ws)
@@ -180,3 +183,51 @@ def test_continue_refuses_a_running_run_and_names_the_way(tmp_path: Path) -> Non
 
     asyncio.run(both())
     assert ws.run_summaries()[0].status == "cancelled"
+
+
+@pytest.fixture(scope="module")
+def interleaved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workspace, list[Record]]:
+    """Two runs driven concurrently by one process: their lines interleave, so a crash leaves
+    dangling calls in a run that is not at the ledger's tail."""
+    import asyncio
+
+    root = tmp_path_factory.mktemp("pair")
+    ws = Workspace.init(root)
+    (root / "notes.txt").write_text("alpha\nbeta\n")
+
+    def slow_script(tag: str) -> ScriptedProvider:
+        entries = _script()
+        for i, e in enumerate(entries):
+            e["delay_ms"] = 20 + 15 * i
+            for b in e["content"]:
+                if b["kind"] == "tool_use":
+                    b["id"] = f"{tag}-{b['id']}"
+                    b["input"] = b["input"].replace("out.txt", f"out-{tag}.txt")
+        return ScriptedProvider.of(entries, dialect="anthropic")
+
+    async def both() -> None:
+        outs = await asyncio.gather(
+            ws.arun("first", model=slow_script("a")), ws.arun("second", model=slow_script("b"))
+        )
+        assert [o.completion for o in outs] == ["done", "done"], [o.reason for o in outs]
+
+    asyncio.run(both())
+    return ws, ws.records()
+
+
+def test_crash_inside_interleaved_runs_closes_every_run(
+    interleaved: tuple[Workspace, list[Record]], tmp_path: Path
+) -> None:
+    mother_ws, lines = interleaved
+    runs_seen = [r.run for r in lines[1:]]
+    assert len(set(runs_seen)) == 2
+    switches = sum(1 for a, b in itertools.pairwise(runs_seen) if a != b)
+    assert switches > 2, "the two runs did not interleave"
+    for k in range(1, len(lines) - 1, 2):
+        ws = _crashed_copy(tmp_path / f"k{k}", lines, k, mother_ws.root)
+        report = ws.resume()
+        prefix = lines[1 : k + 1]
+        open_runs = {r.run for r in prefix} - {r.run for r in prefix if r.env.kind == "run_frozen"}
+        assert {lost.run for lost in report.frozen} == open_runs, k
+        _assert_resumed(ws)
+        assert not ws.resume().wrote

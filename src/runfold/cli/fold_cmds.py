@@ -184,7 +184,8 @@ def fork_cmd(
 
     Appends the new run's run_started and run_forked (taking the writer lock); the mother's lines
     are untouched. Prints the new run's id and the cut used, and why it moved when it did. A seq
-    past the ledger's tail or outside the run is refused, never clamped.
+    past the ledger's tail or outside the run is refused, never clamped. The fork does not run:
+    `runfold continue NEW [--model SPEC]` runs it (the next writer freezes an unrun fork first).
 
     \b
     Examples:
@@ -212,6 +213,7 @@ def fork_cmd(
     if plan.moved is not None:
         con.print(f"cut moved from seq {plan.asked}: {plan.moved}", markup=False)
     con.print(f"inherited {len(plan.inherited.messages)} message(s)", markup=False)
+    con.print(f"next: runfold continue {plan.new_run} [--model SPEC] to run it", markup=False)
 
 
 # ---- runs and tree ------------------------------------------------------------------------

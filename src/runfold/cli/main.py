@@ -74,6 +74,9 @@ def _register() -> None:
     from runfold.cli import resume_cmds
 
     resume_cmds.register(app)
+    from runfold.cli import control_cmds
+
+    control_cmds.register(app)
 
 
 def main() -> None:

@@ -126,8 +126,10 @@ def _usage_obj(outcome: RunOutcome) -> dict[str, int]:
     return {"input": u.input, "output": u.output, "cache_read": u.cache_read, "cache_write": u.cache_write}
 
 
-def _next_commands(run_id: str, fork_at: int | None) -> list[str]:
+def _next_commands(run_id: str, fork_at: int | None, completion: str = "done") -> list[str]:
     out = [f"runfold conversation {run_id}", f"runfold replay {run_id}", f"runfold cost {run_id}"]
+    if completion != "done":
+        out.insert(0, f"runfold continue {run_id}")
     if fork_at is not None:
         out.append(f"runfold fork {run_id} --at {fork_at}")
     out.append(f"runfold log --run {run_id}")
@@ -337,7 +339,7 @@ def _finish(
     """Print the outcome (summary or JSON) and exit with the completion's code; with `events`
     (and not `json`) the summary goes to stderr, keeping stdout JSON Lines."""
     fork_at = last_safe[-1] if last_safe else None
-    nexts = _next_commands(outcome.run_id, fork_at)
+    nexts = _next_commands(outcome.run_id, fork_at, outcome.completion)
     code = COMPLETION_EXIT.get(outcome.completion, EXIT_ERROR)
     if json:
         echo_json(

@@ -217,9 +217,16 @@ class ResultOffloaded(Payload):
 
 @dataclasses.dataclass(kw_only=True)
 class SteerReceived(Payload):
+    """Words delivered into a running run (DESIGN.md §4, §6): `source` says who (`user`, `runtime`,
+    or a letter's `@<address> …`), `text` the words; `signal` is the control request's id when
+    the words came through the control inbox (`runfold steer`, `send_message`), so delivery is
+    exactly-once across crashes (omitted otherwise)."""
+
     KIND = Kind.STEER_RECEIVED
+    OPTIONAL = frozenset({"signal"})
     source: str = "user"
     text: str = ""
+    signal: str | None = None
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -18,7 +18,7 @@ from typing import Any
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.providers.registry import DEFAULT_SPEC, SPEC_FORMS, parse_spec
 from runfold.runtime.pricing import Price, parse_prices
-from runfold.tools import BUILTIN_NAMES
+from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 
 CONFIG_NAME = "config.toml"
 """The settings file's name inside `<workspace>/.runfold/`."""
@@ -148,8 +148,8 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
         if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
             raise _bad(where, "defaults.tools", "give a list of built-in tool names", BUILTIN_NAMES)
         for name in tools:
-            if name not in BUILTIN_NAMES:
-                raise _unknown(where, f"defaults.tools ({name!r})", BUILTIN_NAMES)
+            if name not in BUILTIN_NAMES + OPT_IN_NAMES:
+                raise _unknown(where, f"defaults.tools ({name!r})", BUILTIN_NAMES + OPT_IN_NAMES)
     defaults = Defaults(model, max_turns, tuple(tools) if tools is not None else None)
     prices_table = data.get("prices", {})
     if not isinstance(prices_table, Mapping):

@@ -44,6 +44,7 @@ from runfold.core.records import Draft, Record
 from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import Provider, ProviderError, Reply, Request, StreamCallback, Usage
+from runfold.runtime.control import RunControl, Steer, steer_author
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.prefix import make_struct as _make
 from runfold.store.cas import Cas
@@ -223,7 +224,9 @@ class RunLoop:
     the frozen prefix (see `runtime.prefix.build_prefix`); `on_event(record)` is called for every
     line as it is staged (final bytes; durable at the next flush); `cancel` is checked at every
     safe point and aborts an in-flight model call, back-off or tool wave; `steers` (a queue of the
-    person's words) is drained at every safe point; `bill` prices a reply.
+    person's words, or `Steer`s carrying a source and a control signal id) is drained at every
+    safe point; `control` links the run to the workspace's control hub (signal ids of cancels,
+    acks once recorded, DESIGN.md §5); `bill` prices a reply.
     `rand`/`sleep` may be replaced in tests (jitter, back-off waits).
     """
 
@@ -245,7 +248,8 @@ class RunLoop:
         rand: Callable[[], float] = random.random,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         fork: ForkPlan | None = None,
-        steers: asyncio.Queue[str] | None = None,
+        steers: asyncio.Queue[str | Steer] | None = None,
+        control: RunControl | None = None,
     ) -> None:
         self.ledger = ledger
         self.cas = cas
@@ -280,6 +284,9 @@ class RunLoop:
         self._callback_error: Exception | None = None
         self.fork = fork
         self.steers = steers
+        self.control = control
+        self._signals: set[str] = set()  # control signal ids this run recorded
+        self._unacked: list[tuple[str, int]] = []  # (signal, seq) staged, not yet acked
         if fork is not None:
             self.run_id = fork.new_run
             self.outcome.run_id = fork.new_run
@@ -305,6 +312,11 @@ class RunLoop:
 
     def _flush(self) -> None:
         self.ledger.flush()
+        if self._unacked:
+            done, self._unacked = self._unacked, []
+            if self.control is not None:
+                for signal, seq in done:
+                    self.control.recorded(signal, seq)  # durable now: the inbox file may go
 
     # ---- cancellation ----------------------------------------------------------------------
 
@@ -312,21 +324,61 @@ class RunLoop:
         return self.cancel is not None and self.cancel.is_set()
 
     def _safe_point(self, where: str) -> int:
-        """A safe point (DESIGN.md §5): a cancel is consumed here and ends the run; steers
-        waiting in the queue are written (`steer_received`, source `user`). Returns how many."""
+        """A safe point (DESIGN.md §5): steers waiting in the queue are written
+        (`steer_received`), then a cancel is consumed here and ends the run. Returns how many
+        steers were written."""
+        taken = self._take_steers()
         if self._cancel_set():
-            self._write(_make(CancelReceived, source="user"), who="person")
+            self._cancel_line()
             raise _Stop("cancelled", f"cancelled by the person at the safe point {where}")
+        return taken
+
+    def _take_steers(self) -> int:
+        """Write every steer waiting in the queue as `steer_received` (a plain string is the
+        person's words; a `Steer` carries its source and control signal id). A signal already
+        recorded is skipped (exactly-once); when a signal was written the ledger is flushed so
+        its inbox file can go. Returns how many lines were written."""
         taken = 0
         while self.steers is not None:
             try:
-                words = self.steers.get_nowait()
+                item = self.steers.get_nowait()
             except asyncio.QueueEmpty:
                 break
-            if words.strip():
-                self._write(_make(SteerReceived, source="user", text=words), who=self.options.who)
-                taken += 1
+            steer = item if isinstance(item, Steer) else Steer(item)
+            if not steer.text.strip() or not self._new_signal(steer.signal):
+                continue
+            rec = self._write(
+                _make(SteerReceived, source=steer.source, text=steer.text, signal=steer.signal),
+                who=steer_author(steer.source, self.options.who),
+            )
+            self._note_signal(steer.signal, rec)
+            taken += 1
+        if self._unacked:
+            self._flush()
         return taken
+
+    def _new_signal(self, signal: str | None) -> bool:
+        if signal is None:
+            return True
+        return signal not in self._signals and not (
+            self.control is not None and self.control.is_recorded(signal)
+        )
+
+    def _note_signal(self, signal: str | None, rec: Record) -> None:
+        if signal is not None:
+            self._signals.add(signal)
+            self._unacked.append((signal, rec.seq))
+
+    def _cancel_line(self) -> None:
+        """The one writer of this run's `cancel_received` (source `user`): steers still waiting
+        are written first (never lost), then the line carries the control signal id of the cancel
+        when it came through the inbox (acked once the freeze is flushed)."""
+        self._take_steers()
+        signal = self.control.cancel_signal if self.control is not None else None
+        if signal is not None and not self._new_signal(signal):
+            signal = None
+        rec = self._write(_make(CancelReceived, source="user", signal=signal), who="person")
+        self._note_signal(signal, rec)
 
     async def _race(self, coro: Awaitable[T]) -> T:
         """Await `coro`, aborting it when the cancel event fires (raises `_Cancelled`)."""
@@ -383,7 +435,7 @@ class RunLoop:
         except _Stop as s:
             stop = s
         except asyncio.CancelledError as exc:
-            self._write(_make(CancelReceived, source="user"), who="person")
+            self._cancel_line()
             stop = _Stop("cancelled", "the task driving the run was cancelled")
             reraise = exc
         except RunfoldError as err:
@@ -534,7 +586,7 @@ class RunLoop:
             try:
                 reply = await self._race(self.provider.complete(request, self.on_delta))
             except _Cancelled:
-                self._write(_make(CancelReceived, source="user"), who="person")
+                self._cancel_line()
                 raise _Stop("cancelled", "cancelled by the person while the model was answering") from None
             except ProviderError as err:
                 if err.retry is Retry.YES and attempt < policy.max_attempts:
@@ -549,7 +601,7 @@ class RunLoop:
                     try:
                         await self._race(self.sleep(delay / 1000))
                     except _Cancelled:
-                        self._write(_make(CancelReceived, source="user"), who="person")
+                        self._cancel_line()
                         raise _Stop("cancelled", "cancelled by the person during a back-off") from None
                     self._safe_point("before call")
                     continue
@@ -741,7 +793,7 @@ class RunLoop:
         if outer is not None:
             raise outer
         if cancelled:
-            self._write(_make(CancelReceived, source="user"), who="person")
+            self._cancel_line()
             raise _Stop("cancelled", "cancelled by the person during a tool wave")
 
     # ---- freeze ------------------------------------------------------------------------------------

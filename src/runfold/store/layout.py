@@ -81,6 +81,12 @@ class Layout:
         return self.root / "index"
 
     @property
+    def control_dir(self) -> Path:
+        """`<ws>/.runfold/control`: steer/cancel requests from other processes (`inbox/`), the
+        owner's answers (`acks/`) and `owner.lock`, held by the process running the runs."""
+        return self.root / "control"
+
+    @property
     def config_path(self) -> Path:
         """`<ws>/.runfold/config.toml`."""
         return self.root / "config.toml"

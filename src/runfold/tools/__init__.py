@@ -4,7 +4,7 @@ Import from here: `Tool`, `tool`, `ToolRegistry`, `ToolContext`, `builtin_regist
 `execute_wave` and its request/outcome types.
 """
 
-from runfold.tools.builtin import BUILTIN_NAMES, BUILTIN_TOOLS, builtin_registry
+from runfold.tools.builtin import BUILTIN_NAMES, BUILTIN_TOOLS, OPT_IN_NAMES, builtin_registry
 from runfold.tools.context import ToolContext, is_secret_name, scrub_env
 from runfold.tools.execute import (
     BeforeWrite,
@@ -21,6 +21,7 @@ from runfold.tools.results import ToolError, result_object
 __all__ = [
     "BUILTIN_NAMES",
     "BUILTIN_TOOLS",
+    "OPT_IN_NAMES",
     "BeforeWrite",
     "DuplicateCallCache",
     "Effect",

@@ -1,4 +1,5 @@
-"""The built-in tools a run may opt into: read_file, write_file, edit_file, list_dir, search, exec.
+"""The built-in tools a run may opt into: read_file, write_file, edit_file, list_dir, search, exec,
+and (by name only) send_message.
 
 Each is a typed function turned into a `Tool`, so its schema and description come from the
 same place as a user's tools (DESIGN.md §9). Paths are relative to the run's room; writes pass
@@ -579,6 +580,25 @@ async def exec_command(
     return result
 
 
+# ---- letters between runs -----------------------------------------------------------------
+
+
+async def send_message(to: str, text: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Send a message to another run that is running now; it reaches that run as a letter from you
+    at its next safe point (it is never mistaken for the person's words).
+
+    `to` is the target run's id or the start of it; `text` is your message. Returns
+    `{delivered_to: <full run id>, signal: <delivery id>}`.
+    """
+    if ctx.messenger is None:
+        raise invalid_args(
+            "send a message",
+            f"run {to!r}",
+            "messages need a run driven by a workspace (Workspace.arun); answer in your reply instead",
+        )
+    return ctx.messenger(to, text)  # on the event loop's thread: the hub is not thread-safe
+
+
 # ---- the set ----------------------------------------------------------------------------
 
 READ_FILE = Tool.from_function(read_file, effect="read", subject="path")
@@ -592,9 +612,18 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (READ_FILE, WRITE_FILE, EDIT_FILE, LIST_DIR, S
 BUILTIN_NAMES: tuple[str, ...] = tuple(t.name for t in BUILTIN_TOOLS)
 """`read_file`, `write_file`, `edit_file`, `list_dir`, `search`, `exec`."""
 
+SEND_MESSAGE = Tool.from_function(send_message, effect="write", subject="to")
+OPT_IN_TOOLS: tuple[Tool, ...] = (SEND_MESSAGE,)
+"""Built-ins given only when named (`builtin_tools=[..., "send_message"]`, config `tools`): not in
+the default set, so adding them never changes the tool table of a run that did not ask."""
+OPT_IN_NAMES: tuple[str, ...] = tuple(t.name for t in OPT_IN_TOOLS)
+"""`send_message`."""
+
 
 def builtin_registry(names: Iterable[str] | None = None) -> ToolRegistry:
-    """A registry holding the named built-ins in the order given (default: all, in BUILTIN_NAMES
-    order). Unknown names raise `E_TOOL_UNKNOWN` with the closest built-in names."""
-    every = ToolRegistry(BUILTIN_TOOLS)
-    return every if names is None else every.subset(names)
+    """A registry holding the named built-ins in the order given (default: the six of
+    BUILTIN_NAMES, in that order; the OPT_IN_NAMES only when named). Unknown names raise
+    `E_TOOL_UNKNOWN` with the closest built-in names."""
+    if names is None:
+        return ToolRegistry(BUILTIN_TOOLS)
+    return ToolRegistry((*BUILTIN_TOOLS, *OPT_IN_TOOLS)).subset(names)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from runfold.core.address import RESERVED_SEGMENT, is_reserved, parse_address
 from runfold.core.errors import ErrorCode, Gate, RunfoldError, invalid_args
@@ -81,7 +82,10 @@ class ToolContext:
     - `tool_timeout_s`: the ceiling in seconds for one call of a tool that does not time itself;
       `exec_max_timeout_s`: the most an `exec` call may run, whatever its `timeout_s` asks;
     - caps, in bytes or counts: `read_max_bytes` (read_file content), `exec_output_max_bytes`
-      (per stream, head + tail), `search_max_results`, `list_max_entries`.
+      (per stream, head + tail), `search_max_results`, `list_max_entries`;
+    - `messenger(to, text) -> {delivered_to, signal}`: delivers a letter from this run to another
+      live run through the workspace's control inbox (the `send_message` tool); None when the run
+      is not driven by a workspace's control hub. It raises `RunfoldError` for a bad target.
 
     Raises `E_INVALID_ARGS` when `room` is not an address (DESIGN.md §9) or is reserved.
     """
@@ -97,6 +101,7 @@ class ToolContext:
     exec_output_max_bytes: int = 32 * 1024
     search_max_results: int = 100
     list_max_entries: int = 1000
+    messenger: Callable[[str, str], dict[str, Any]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(os.path.abspath(self.workspace)))

@@ -185,8 +185,10 @@ def successor_note(run: str, lines: Sequence[Record]) -> str | None:
     are the run's own lines in seq order. None when the run has no `run_frozen` (still running)."""
     frozen: RunFrozen | None = None
     unknown = 0
+    called = False
     for rec in lines:
         kind = rec.env.kind
+        called = called or kind == Kind.MODEL_CALLED.value
         if kind == Kind.RUN_FROZEN.value:
             frozen = rec.typed(RunFrozen)
         elif kind == Kind.TOOL_RESULT.value and rec.env.who == RESUME_WHO:
@@ -195,7 +197,9 @@ def successor_note(run: str, lines: Sequence[Record]) -> str | None:
                 unknown += 1
     if frozen is None:
         return None
-    if frozen.cause == PROCESS_DIED:
+    if not called:
+        why = "had not called a model yet"
+    elif frozen.cause == PROCESS_DIED:
         why = "stopped when the process running it died"
     elif frozen.error is not None:
         why = f"stopped on an error ({frozen.error.get('code', 'E_?')}: {frozen.error.get('action', '')})"

@@ -1,0 +1,143 @@
+"""`runfold steer` and `runfold cancel`: reach a run that another process is running (issue 5).
+
+Both write one request into the workspace's control inbox and wait for the owning process's
+answer; the run records it at its next safe point (DESIGN.md §5). With nobody running the
+workspace they refuse plainly and queue nothing. Built on `Workspace.send_control` only.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from runfold.api import ControlReceipt, Workspace
+from runfold.cli.common import (
+    EXIT_CODES_HELP,
+    JsonOption,
+    WorkspaceOption,
+    echo_json,
+    out_console,
+    want_json,
+)
+from runfold.core.errors import invalid_args
+from runfold.core.speakers import Letter
+
+WaitOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        help="Wait until the run has recorded it at a safe point and print the ledger seq.",
+    ),
+]
+
+
+def _receipt_json(r: ControlReceipt) -> dict[str, Any]:
+    return {
+        "signal": r.signal,
+        "run": r.run,
+        "type": r.type,
+        "source": r.source,
+        "state": r.state,
+        "seq": r.seq,
+        "path": str(r.path) if r.path is not None else None,
+        "owner_pid": r.owner_pid,
+    }
+
+
+def _report(r: ControlReceipt, as_json: bool) -> None:
+    if as_json:
+        echo_json(_receipt_json(r))
+        return
+    what = "steer" if r.type == "steer" else "cancel"
+    if r.state == "recorded":
+        text = f"{what} recorded on run {r.run} at seq {r.seq} ({r.signal})"
+    elif r.state == "accepted":
+        text = (
+            f"{what} handed to run {r.run} (owner pid {r.owner_pid}, {r.signal}): it is recorded at "
+            "the run's next safe point"
+            + ("" if r.type == "steer" else ", where the run is frozen as cancelled")
+        )
+    else:
+        text = (
+            f"no answer from the owner (pid {r.owner_pid}) yet: the {what} stays queued at {r.path}; "
+            "it is recorded at the run's next safe point, or by `runfold resume` if its process died"
+        )
+    out_console().print(text, markup=False, highlight=False)
+
+
+def steer_cmd(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="The run to steer: its id or a unique prefix.", metavar="RUN")],
+    text: Annotated[str, typer.Argument(help="The words to deliver.", metavar="TEXT")],
+    from_addr: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Deliver as a letter from this room address (another agent), never as the person.",
+            metavar="ADDR",
+        ),
+    ] = None,
+    from_run: Annotated[
+        str | None,
+        typer.Option("--from-run", help="With --from: the sending run (id or prefix).", metavar="RUN"),
+    ] = None,
+    wait: WaitOption = False,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Deliver TEXT into RUN, which another `runfold` process is running.
+
+    The run records it as `steer_received` at its next safe point; it reaches the model with the
+    next request that may carry it (after the current tool results, DESIGN.md §6). With --from
+    it is a letter from another agent, rendered as `<letter from="@ADDR" ...>`. When no process
+    runs the workspace, nothing is queued: continue the run with your words instead.
+
+    \b
+    Examples:
+      runfold steer 01a22d10 "use the staging database, not prod"
+      runfold steer 01a22d10 "tests pass on my side" --from lab/room2 --wait
+    """
+    as_json = want_json(ctx, json)
+    with Workspace.open(workspace) as ws:
+        source = "user"
+        if from_addr is not None:
+            sender = ws.resolve_run(from_run) if from_run is not None else None
+            source = Letter(from_=from_addr.removeprefix("@"), run=sender, kind="steer").recorded()
+        elif from_run is not None:
+            raise invalid_args("steer the run", "--from-run", "give --from ADDR too (the sender's room)")
+        receipt = ws.send_control(run, "steer", text, source=source, until_recorded=wait)
+    _report(receipt, as_json)
+
+
+def cancel_cmd(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="The run to cancel: its id or a unique prefix.", metavar="RUN")],
+    wait: WaitOption = False,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Cancel RUN, which another `runfold` process is running.
+
+    The run records `cancel_received` at its next safe point (an in-flight model call or tool
+    wave is stopped; calls that never started get no line) and is frozen as cancelled with a
+    valid history. When no process runs the workspace, nothing is queued.
+
+    \b
+    Examples:
+      runfold cancel 01a22d10
+      runfold cancel 01a22d10 --wait --json
+    """
+    as_json = want_json(ctx, json)
+    with Workspace.open(workspace) as ws:
+        receipt = ws.send_control(run, "cancel", until_recorded=wait)
+    _report(receipt, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `steer` and `cancel` to `app`."""
+    app.command("steer", epilog=EXIT_CODES_HELP)(steer_cmd)
+    app.command("cancel", epilog=EXIT_CODES_HELP)(cancel_cmd)
+
+
+__all__ = ["register"]
