@@ -170,7 +170,7 @@ def test_crash_after_the_first_of_two_parallel_calls(tmp_path: Path, server: Pro
     script = tmp_path / "s.jsonl"
     wave = _reply(
         _use("p1", "write_file", {"path": "a.txt", "content": "first\n"}),
-        _use("p2", "exec", {"command": "sleep 30"}),
+        _use("p2", "exec", {"command": "sleep 10"}),
     )
     script.write_text(json.dumps(wave) + "\n" + json.dumps(_reply(_text("never"))) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
