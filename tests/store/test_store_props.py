@@ -208,3 +208,15 @@ def test_one_flipped_byte_stops_verification_at_its_line(pos: int, delta: int) -
     else:
         # the last line still verifies on its own: only the head (BLAKE3 of that line) tells
         assert report.lines == n and report.head != ORIGINAL_HEAD
+
+
+def test_a_first_line_claiming_a_later_seq_after_the_zero_hash_is_blamed_itself(tmp_path: Path) -> None:
+    """Found by the flipped-byte property (seq 0 → 1 in line 1): only seq 0 follows the zero
+    hash, so such a line is damage in line 1, not a gap at line 2."""
+    damaged = ORIGINAL.replace(b'"seq":0,', b'"seq":1,', 1)
+    assert damaged != ORIGINAL
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(damaged)
+    with pytest.raises(LineRefused) as refused:
+        verify_path(path)
+    assert refused.value.line_no == 1 and refused.value.fault is Fault.SEQ_GAP

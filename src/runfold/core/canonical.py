@@ -97,12 +97,16 @@ decode_float_free = msgspec.json.Decoder(float_hook=_refuse_float).decode
 def _encode_data_fast(data: Json) -> bytes | None:
     """`data`'s canonical bytes when proven with C calls that `check_json` would accept it:
     orjson encodes it (no non-str key, no integer beyond 64 bits, no lone surrogate), re-parsing
-    meets no float literal, and its opening brackets bound its depth. None: run `check_json`.
+    meets no float literal, and its opening brackets bound its depth (more than MAX_DEPTH of
+    them, each with its closing bracket, need more than 2 * MAX_DEPTH bytes). None: run `check_json`
+    (also whenever the bytes hold `null`: orjson writes a NaN or infinite float as `null`).
     (orjson also encodes datetimes, UUIDs and dataclasses, as strings and objects; such values
     then land in the ledger in that JSON form.)"""
     try:
         encoded = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-        if encoded.count(b"{") + encoded.count(b"[") > MAX_DEPTH:
+        if b"null" in encoded or (
+            len(encoded) > 2 * MAX_DEPTH and encoded.count(b"{") + encoded.count(b"[") > MAX_DEPTH
+        ):
             return None
         decode_float_free(encoded)
     except (orjson.JSONEncodeError, TypeError, FloatSeen, msgspec.DecodeError):
@@ -158,22 +162,6 @@ def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
         data = _encode_data_fast(env.data)
         if data is None:
             check_json(env.data)  # raises naming the field path
-    parts = [
-        b'{"v":',
-        str(env.v).encode(),
-        b',"run":',
-        orjson.dumps(env.run),
-        b',"seq":',
-        str(env.seq).encode(),
-        b',"prev":',
-        orjson.dumps(env.prev),
-        b',"t":',
-        str(env.t).encode(),
-        b',"who":',
-        orjson.dumps(env.who),
-    ]
-    if env.addr is not None:
-        parts += [b',"addr":', orjson.dumps(env.addr)]
     try:
         if data is None:
             data = encode_json(env.data)
@@ -181,21 +169,36 @@ def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
         if not checked:
             check_json(env.data)  # a lone surrogate: raise the path-naming error
         raise
-    parts += [b',"kind":', orjson.dumps(env.kind), b',"data":', data]
+    # One orjson call in wire order (a dict keeps insertion order; no key sorting here), with
+    # the data's canonical bytes spliced in as they are.
+    line: dict[str, Any] = {
+        "v": env.v,
+        "run": env.run,
+        "seq": env.seq,
+        "prev": env.prev,
+        "t": env.t,
+        "who": env.who,
+    }
+    if env.addr is not None:
+        line["addr"] = env.addr
+    line["kind"] = env.kind
+    line["data"] = _Fragment(data)
     if env.ig:
-        parts.append(b',"ig":true')
-    parts.append(b"}")
-    return b"".join(parts)
+        line["ig"] = True
+    return orjson.dumps(line)
+
+
+_Fragment = orjson.Fragment
 
 
 def chain_hash(raw_line: bytes) -> str:
     """BLAKE3-256 of a line's exact bytes without its newline, as 64 lowercase hex."""
-    return blake3.blake3(raw_line).hexdigest()
+    return blake3.blake3(raw_line).digest().hex()
 
 
 def content_hash(content: bytes) -> str:
     """BLAKE3-256 of arbitrary bytes as 64 lowercase hex (CAS keys, request hashes)."""
-    return blake3.blake3(content).hexdigest()
+    return blake3.blake3(content).digest().hex()
 
 
 _FLOATISH = re.compile(rb"[0-9][.eE]")

@@ -7,6 +7,8 @@ chain, or raises `LineRefused` naming the 1-based line number, the seq, the faul
 from __future__ import annotations
 
 import enum
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,11 +18,12 @@ import orjson
 
 from runfold.core.canonical import (
     FORMAT_VERSION,
+    I64_MIN,
     MAX_DEPTH,
+    U64_MAX,
     Envelope,
     FloatSeen,
     check_json,
-    decode_float_free,
     encode_line,
 )
 from runfold.core.errors import ErrorCode, RunfoldError
@@ -197,7 +200,7 @@ class LineChecker:
     segment's head to continue across segments.
     """
 
-    __slots__ = ("expected_seq", "head", "known_kinds", "run_ids", "where")
+    __slots__ = ("_hasher", "expected_seq", "head", "known_kinds", "run_ids", "where")
 
     def __init__(
         self,
@@ -212,21 +215,107 @@ class LineChecker:
         self.known_kinds = known_kinds
         self.run_ids: set[str] = set()
         """Run ids already seen well-formed (a lookup instead of a regex per line)."""
+        self._hasher = blake3.blake3()
+        """One BLAKE3 state reused per line (update, digest, reset: cheaper than a new one; and
+        `digest().hex()` is cheaper than blake3's own `hexdigest()`)."""
 
     def check(self, raw: bytes, line_no: int) -> tuple[Envelope, bool]:
         """Verify one line (bytes without its newline) and advance.
 
         Returns the envelope and whether the line is known (False: an unknown kind with
         `ig:true`, which stays in the chain but must be skipped by folds). Raises LineRefused.
+
+        Fast path (C calls only), else the exact path (`_check_exact`), which names the fault.
+        Why the fast path accepts only lines the exact path accepts: msgspec decodes into
+        `_Wire` (exact field types, no unknown field, float literals refused by the hook);
+        re-encoding it (wire field order, `addr`/`ig` omitted at their defaults, data keys
+        sorted, same escaping as orjson) equal to `raw` proves `raw == encode_line(env)`;
+        `_plain_numbers` bounds integers to i64/u64 and nesting to MAX_DEPTH; prev, seq,
+        version, kind and a run id already seen well-formed are compared directly.
         """
         try:
-            env = self._accept_fast(decode_float_free(raw), raw)
-        except (FloatSeen, msgspec.DecodeError, orjson.JSONEncodeError):
-            env = None
-        if env is not None:
+            w = _decode_wire(raw)
+        except (FloatSeen, msgspec.DecodeError):
+            w = None
+        if (
+            w is not None
+            and w.prev == self.head
+            and w.seq == self.expected_seq
+            and w.kind in self.known_kinds
+            and w.run in self.run_ids
+            and 1 <= w.v <= FORMAT_VERSION
+            and _encode_wire(w) == raw
+            and _plain_numbers(w, raw)
+        ):
             self.expected_seq += 1
-            self.head = _blake3(raw).hexdigest()
-            return env, True
+            h = self._hasher
+            h.update(raw)
+            self.head = h.digest().hex()
+            h.reset()
+            return _new_envelope(
+                Envelope, (w.v, w.run, w.seq, w.prev, w.t, w.who, w.kind, w.data, w.addr, w.ig)
+            ), True
+        return self._check_exact(raw, line_no)
+
+    def check_fast(self, lines: Sequence[bytes], start: int, versions: set[int]) -> int:
+        """Verify `lines[start:]` in order until the first line the fast path cannot prove,
+        advancing the chain over every line accepted; returns how many were accepted (all of
+        known kinds, of format version `FORMAT_VERSION` or less). The caller hands the next
+        line, if any, to `check`, which accepts it or names its fault. Adds each accepted
+        line's format version to `versions`. Accepts exactly the
+        lines `check` accepts by its fast path, with the same head afterwards; builds no
+        envelope (for scans that only verify, DESIGN.md §3 "Verification of a line")."""
+        head = self.head
+        seq = self.expected_seq
+        known = self.known_kinds
+        runs = self.run_ids
+        decode = _decode_wire
+        encode = _encode_wire
+        hasher = self._hasher
+        update = hasher.update
+        digest = hasher.digest
+        reset = hasher.reset
+        pack = _pack
+        short_line = _SHORT_LINE
+        max_open = _MAX_OPEN
+        t_min = I64_MIN
+        t_max = U64_MAX
+        version = FORMAT_VERSION
+        add_version = versions.add
+        for raw in itertools.islice(lines, start, None):
+            try:
+                w = decode(raw)
+            except (FloatSeen, msgspec.DecodeError):
+                break
+            if not (
+                w.prev == head
+                and w.seq == seq
+                and w.kind in known
+                and w.run in runs
+                and 1 <= w.v <= version
+                and encode(w) == raw
+            ):
+                break
+            try:
+                pack(w.data)
+            except OverflowError:
+                break
+            if not t_min <= w.t <= t_max or (
+                len(raw) >= short_line + len(head) and raw.count(b"{") + raw.count(b"[") > max_open
+            ):
+                break
+            update(raw)
+            head = digest().hex()
+            reset()
+            add_version(w.v)
+            seq += 1
+        self.head = head
+        accepted = seq - self.expected_seq
+        self.expected_seq = seq
+        return accepted
+
+    def _check_exact(self, raw: bytes, line_no: int) -> tuple[Envelope, bool]:
+        """The path that names the fault: every check in DESIGN.md order, on orjson's parse."""
         try:
             obj: Any = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -306,57 +395,56 @@ class LineChecker:
                 self.where,
             )
         self.expected_seq += 1
-        self.head = _blake3(raw).hexdigest()  # = chain_hash(raw), inlined: it runs once per line
+        self.head = _blake3(raw).digest().hex()  # = chain_hash(raw), inlined: it runs once per line
         return env, known
 
-    def _accept_fast(self, obj: Any, raw: bytes) -> Envelope | None:
-        """The envelope of a line that passes every check, proven with C-speed tests only; None
-        sends the line through the exact path, which names the fault (or accepts it).
 
-        Why this equals the exact path's acceptance: `orjson.dumps(obj) == raw` proves compact
-        spelling, orjson escaping and no duplicate keys, and with the key tuple it proves the
-        envelope's wire order; the data re-encoded with sorted keys having the same bytes proves
-        code-point key order at every depth; the decoder raised on any float literal, and an
-        integer beyond i64/u64 makes orjson refuse to re-encode; at most MAX_DEPTH + 1 opening
-        brackets bound the nesting of data by MAX_DEPTH.
-        """
-        if type(obj) is not dict:
-            return None
-        shape = _FAST_SHAPES.get(tuple(obj))
-        if shape is None:
-            return None
-        values = tuple(obj.values())
-        if tuple(map(type, values)) != shape:
-            return None
-        v, run, seq, prev, _t, _who = values[:6]
-        kind, data = values[-3:-1] if shape[-1] is bool else values[-2:]
-        if (
-            prev != self.head
-            or seq != self.expected_seq
-            or not 1 <= v <= FORMAT_VERSION
-            or kind not in self.known_kinds
-            or run not in self.run_ids
-            or (shape[-1] is bool and values[-1] is not True)
-            or raw.count(b"{") + raw.count(b"[") > MAX_DEPTH + 1
-            or orjson.dumps(obj) != raw
-        ):
-            return None
-        sorted_data = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-        if not raw.endswith(sorted_data + (b',"ig":true}' if shape[-1] is bool else b"}")):
-            return None
-        addr = obj.get("addr")
-        return _new_envelope(Envelope, (*values[:6], kind, data, addr, shape[-1] is bool))
+class _Wire(msgspec.Struct, kw_only=True, gc=False, forbid_unknown_fields=True, omit_defaults=True):
+    """A canonical line as msgspec decodes it: fields in wire order (DESIGN.md §3), `addr`
+    None and `ig` False omitted when encoded, so `_encode_wire(_decode_wire(raw)) == raw`
+    only when `raw` is spelled as `encode_line` spells it (see `LineChecker.check`)."""
+
+    v: int
+    run: str
+    seq: int
+    prev: str
+    t: int
+    who: str
+    addr: str | None = None
+    kind: str
+    data: dict[str, Any]
+    ig: bool = False
 
 
-_FAST_SHAPES: dict[tuple[str, ...], tuple[type, ...]] = {
-    _KEY_ORDER[(has_addr, ig)]: (int, str, int, str, int, str)
-    + ((str,) if has_addr else ())
-    + (str, dict)
-    + ((bool,) if ig else ())
-    for has_addr in (False, True)
-    for ig in (False, True)
-}
-"""Per canonical envelope key order, the exact types of its values."""
+def _refuse_float(literal: str) -> Any:
+    raise FloatSeen(literal)
+
+
+_decode_wire = msgspec.json.Decoder(_Wire, float_hook=_refuse_float).decode
+_encode_wire = msgspec.json.Encoder(order="deterministic").encode
+_pack = msgspec.msgpack.Encoder().encode
+"""MessagePack encoding of decoded data: raises OverflowError for any integer outside
+-2**63..2**64-1, exactly the i64/u64 range `check_json` allows."""
+_MAX_OPEN = MAX_DEPTH + 1
+"""Most opening brackets a line may hold for the fast path (`data` itself is depth 1)."""
+_SHORT_LINE = 2 * (_MAX_OPEN + 1) + 100
+"""A line whose `data` nests deeper than MAX_DEPTH holds at least 2 * (_MAX_OPEN + 1) bracket
+bytes of structure (each opener of the envelope and of data has its closer), at least 101
+other bytes (`"v":1,"run":"<36-char UUID>","seq":0,"prev":"","t":0,"who":"","kind":"","data":`)
+and its `prev` string: so a line shorter than this plus `len(prev)` cannot nest too deep."""
+
+
+def _plain_numbers(w: _Wire, raw: bytes) -> bool:
+    """True when the decoded line holds no integer outside i64/u64 and its `data` nests at
+    most MAX_DEPTH deep (bounded by counting opening brackets, which strings may also hold:
+    that only costs the exact path, never an acceptance)."""
+    try:
+        _pack(w.data)
+    except OverflowError:
+        return False
+    if not I64_MIN <= w.t <= U64_MAX:
+        return False
+    return len(raw) < _SHORT_LINE + len(w.prev) or raw.count(b"{") + raw.count(b"[") <= _MAX_OPEN
 
 
 def _first_difference(raw: bytes, canonical: bytes) -> str:

@@ -16,6 +16,7 @@ therefore fails the read; only a ledger and index rewritten together escape it, 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,6 +138,29 @@ class LedgerIndex:
             self._run_order.append(run)
         self._pending.append((seq, seg, off, length, bytes.fromhex(digest), rid))
         if self.autoflush and len(self._pending) >= FLUSH_ROWS:
+            self.flush()
+
+    def add_lines(self, seq: int, seg: int, off: int, lines: Sequence[tuple[int, str, str]]) -> None:
+        """Add the rows of consecutive verified lines written together: the first at `seq`
+        (must equal `next_seq`, else ValueError) and byte offset `off` of segment `seg`, each
+        given as (length in bytes without its newline, BLAKE3 hex, run id); the next line
+        starts one byte (the newline) after the previous one. Same rows as `add` per line."""
+        if seq != self.next_seq:
+            raise ValueError(f"index rows must be added in order: got seq {seq}, expected {self.next_seq}")
+        run_ids = self._run_ids
+        pending = self._pending
+        append = pending.append
+        fromhex = bytes.fromhex
+        for length, digest, run in lines:
+            rid = run_ids.get(run)
+            if rid is None:
+                rid = len(self._run_order) + 1
+                run_ids[run] = rid
+                self._run_order.append(run)
+            append((seq, seg, off, length, fromhex(digest), rid))
+            seq += 1
+            off += length + 1
+        if self.autoflush and len(pending) >= FLUSH_ROWS:
             self.flush()
 
     def flush(self) -> None:

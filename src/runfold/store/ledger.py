@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+import blake3
+
 from runfold.core.address import address_problem
 from runfold.core.canonical import FORMAT_VERSION, I64_MIN, Envelope, chain_hash, encode_line
 from runfold.core.chain import LineChecker, LineRefused
@@ -34,6 +36,10 @@ SEGMENT_BYTES = 64 << 20
 RUNTIME = "runtime"
 """The author of lines the runtime writes about itself."""
 _I64_MAX = (1 << 63) - 1
+_new_envelope = tuple.__new__
+"""Builds an Envelope from a tuple of its ten fields without the NamedTuple's Python __new__."""
+_CACHE_MAX = 1 << 16
+"""Checked run ids / addresses remembered per writer before the sets are cleared."""
 
 
 def now_ms() -> int:
@@ -123,6 +129,15 @@ class Ledger:
         self._cut_after_next_write = False
         self._closed = False
         self._pending: list[Record] = []
+        self._runs_ok: set[str] = set()
+        self._addrs_ok: set[str] = set()
+        """Run ids and addresses of drafts already checked (a set lookup, not a regex, per line)."""
+        self._hasher = blake3.blake3()
+        """One BLAKE3 state for chain hashes of staged lines (update, digest, reset)."""
+        self._entry_checker = LineChecker()
+        """Checks lines read through the index, restarted at each entry's seq and prev; it
+        keeps the run ids it has seen well-formed, so a run's lines skip that regex."""
+        self._segment_names: dict[int, str] = {}
         self.on_durable: list[Callable[[Sequence[Record]], None]] = []
         """Callbacks called as `cb(records)` with each batch once it is durable (after its
         fsync, in seq order); an exception raised by one propagates from `flush`/`append`
@@ -443,28 +458,43 @@ class Ledger:
         head = self._pending[-1].hash if self._pending else self._head
         clock: int | None = None
         records: list[Record] = []
+        append = records.append
+        runs_ok = self._runs_ok
+        addrs_ok = self._addrs_ok
+        known = KNOWN_KIND_NAMES
+        hasher = self._hasher
         for i, d in enumerate(drafts):
             t = d.t
             if t is None:
                 if clock is None:
                     clock = now_ms()
                 t = clock
-            env = Envelope(
-                v=FORMAT_VERSION,
-                run=d.run,
-                seq=seq,
-                prev=head,
-                t=t,
-                who=d.who,
-                kind=d.kind,
-                data=_draft_data(d, i),
-                addr=d.addr,
-                ig=d.ig,
-            )
-            _check_draft(d, t, i)
+            data = d.data
+            if type(data) is not dict:
+                data = _draft_data(d, i)
+            run, who, kind, addr = d.run, d.who, d.kind, d.addr
+            if not (
+                run in runs_ok
+                and type(who) is str
+                and who
+                and kind in known
+                and (addr is None or addr in addrs_ok)
+                and type(t) is int
+                and I64_MIN <= t <= _I64_MAX
+            ):
+                _check_draft(d, t, i)  # raises naming the field, or the draft is well-formed
+                if len(runs_ok) >= _CACHE_MAX or len(addrs_ok) >= _CACHE_MAX:
+                    runs_ok.clear()
+                    addrs_ok.clear()
+                runs_ok.add(run)
+                if addr is not None:
+                    addrs_ok.add(addr)
+            env = _new_envelope(Envelope, (FORMAT_VERSION, run, seq, head, t, who, kind, data, addr, d.ig))
             raw = encode_line(env)
-            head = chain_hash(raw)
-            records.append(Record(env, raw, head))
+            hasher.update(raw)
+            head = hasher.digest().hex()
+            hasher.reset()
+            append(Record(env, raw, head))
             seq += 1
         self._pending.extend(records)
         return records
@@ -493,7 +523,7 @@ class Ledger:
         assert self._fd is not None
         fd = self._fd
         start = self._size
-        buf = b"\n".join(r.raw for r in records) + b"\n"
+        buf = b"\n".join([r.raw for r in records] + [b""])
         cutting = self._cut_after_next_write
         try:
             written = 0
@@ -515,11 +545,7 @@ class Ledger:
         seg = self._segments[-1][0]
         idx = self._index
         assert idx is not None
-        off = start
-        for rec in records:
-            n = len(rec.raw)
-            idx.add(rec.seq, seg, off, n, rec.hash, rec.env.run)
-            off += n + 1
+        idx.add_lines(records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records])
         self._size = start + len(buf)
         self._next_seq = records[-1].seq + 1
         self._head = records[-1].hash
@@ -648,6 +674,7 @@ class Ledger:
         for attempt in (0, 1):
             entries = self._idx().run_entries(run)
             try:
+                self._prefetch(entries)
                 return [self._read_entry(e) for e in entries if e.seq < self._next_seq]
             except _Stale:
                 self._after_stale(attempt, entries[0].seq if entries else 0)
@@ -713,7 +740,10 @@ class Ledger:
             raise _Stale
         else:
             raw = data[:-1]
-        checker = LineChecker(e.seq, e.prev, str(self.layout.segment_path(e.seg)))
+        checker = self._entry_checker
+        checker.expected_seq = e.seq
+        checker.head = e.prev
+        checker.where = self._segment_names.get(e.seg) or self._segment_name(e.seg)
         try:
             env, _ = checker.check(raw, e.seq + 1)
         except LineRefused:
@@ -721,6 +751,22 @@ class Ledger:
         if checker.head != e.hash:
             raise _Stale
         return Record(env, raw, e.hash)
+
+    def _prefetch(self, entries: Sequence[Entry]) -> None:
+        """Ask the kernel to read every entry's bytes at once (POSIX_FADV_WILLNEED), so lines
+        not in the page cache arrive in parallel instead of one blocking read after another."""
+        advise = getattr(os, "posix_fadvise", None)
+        if advise is None or len(entries) < 2:
+            return
+        for e in entries:
+            try:
+                advise(self._read_fd(e.seg), e.off, e.len + 1, os.POSIX_FADV_WILLNEED)
+            except OSError:
+                return
+
+    def _segment_name(self, seg: int) -> str:
+        name = self._segment_names[seg] = str(self.layout.segment_path(seg))
+        return name
 
     def records(self, since: int = 0) -> Iterator[Record]:
         """Every verified line from seq `since` to the end of this view, streamed in chunks.
