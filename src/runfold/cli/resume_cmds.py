@@ -135,6 +135,13 @@ def continue_cmd(
         int | None,
         typer.Option("--max-turns", help="Turn ceiling of the successor.", show_default=False, metavar="N"),
     ] = None,
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events",
+            help='Print each line of the successor as JSON Lines on stdout once durable: {"seq", "run", "kind", "hash"} (as for `run`).',
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -162,7 +169,7 @@ def continue_cmd(
             markup=False,
         )
     kwargs: dict[str, Any] = {"model": model, "max_turns": max_turns, "continues": rid}
-    run_live(ctx, ws, task or "", kwargs, None, json)
+    run_live(ctx, ws, task or "", kwargs, None, json, events=events)
 
 
 def register(app: typer.Typer) -> None:
