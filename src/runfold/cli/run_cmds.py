@@ -50,9 +50,10 @@ RUN_EPILOG = (
     "Exit codes of run: 0 done · 5 limit (turn ceiling, empty reply, max_tokens stop) · "
     "6 cancelled (Ctrl-C) · 3 the run was frozen by an error, or another runfold error · "
     "2 bad usage (e.g. a malformed --model) · 4 internal error. "
-    "Ctrl-C once: cancel at the next safe point (the run is frozen as cancelled, its history "
-    "valid); twice: a reminder that it is waiting for the safe point; three times: stop the "
-    "model call or tool in flight now and freeze as cancelled."
+    "Ctrl-C once: cancel — the model call or tool in flight is stopped (a stopped tool's result "
+    "is E_TOOL_OUTCOME_UNKNOWN), calls not started get no line, the run is frozen as cancelled "
+    "with a valid history; should something not stop, three times: cancel the task driving the "
+    "run at once."
 )
 
 
@@ -73,11 +74,12 @@ class _Interrupts:
         self.presses += 1
         if self.presses == 1:
             self.cancel.set()
-            self.view.note("Ctrl-C: cancelling at the next safe point (the run is frozen as cancelled)")
+            self.view.note(
+                "Ctrl-C: cancelling: stopping what is in flight, then freezing the run as cancelled"
+            )
         elif self.presses == 2:
             self.view.note(
-                "still waiting for the safe point; press Ctrl-C once more to stop the model call "
-                "or tool in flight now"
+                "still stopping what is in flight; press Ctrl-C once more to cancel the run's task at once"
             )
         elif self.task is not None and not self.task.done():
             self.view.note("Ctrl-C: stopping what is in flight and freezing the run as cancelled")
