@@ -514,6 +514,7 @@ class Workspace:
         record: str | Path | None = None,
         steers: asyncio.Queue[Any] | None = None,
         continues: str | None = None,
+        on_durable: Callable[[Record], None] | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
 
@@ -544,7 +545,9 @@ class Workspace:
           successor (`predecessor`), inherits its conversation through its tail (a fork at its
           last line) and starts with a `runtime:` note saying why it continues; `task` then
           replaces the old run's task when not empty. A run left running by a dead process is
-          frozen by the resume of this writer open first. Any model may continue any run.
+          frozen by the resume of this writer open first. Any model may continue any run;
+        - `on_durable(record)`: every line of the run once it is durable (after the fsync of its
+          batch, in seq order) — the acknowledgement `runfold run --events` prints.
 
         While it runs, the run is reachable from other processes (`runfold steer`/`cancel`,
         `send_control`) through the workspace's control inbox; `builtin_tools=[..., "send_message"]`
@@ -673,6 +676,22 @@ class Workspace:
                         goal=goal if goal.strip() else None,
                     )
                 control = self._hub.register(run_id, cancel, steers) if self._hub is not None else None
+                ack: list[Callable[[Record], None]] = [on_durable] if on_durable is not None else []
+                failed: list[Exception] = []
+
+                def acknowledge(batch: Sequence[Record]) -> None:
+                    # a caller's callback must not fail the ledger's flush: stop calling it and
+                    # raise its error once the run is frozen (as for on_event)
+                    for rec in batch:
+                        if ack and rec.env.run == run_id:
+                            try:
+                                ack[0](rec)
+                            except Exception as exc:
+                                failed.append(exc)
+                                ack.clear()
+
+                if ack:
+                    ledger.on_durable.append(acknowledge)
                 try:
                     loop = RunLoop(
                         ledger,
@@ -691,10 +710,15 @@ class Workspace:
                         steers=steers,
                         control=control,
                     )
-                    return await loop.run()
+                    outcome = await loop.run()
                 finally:
                     if self._hub is not None:
                         self._hub.unregister(run_id)
+                    if acknowledge in ledger.on_durable:
+                        ledger.on_durable.remove(acknowledge)
+                if failed:
+                    raise failed[0]
+                return outcome
         finally:
             if owns_provider:
                 await provider.aclose()

@@ -113,3 +113,16 @@ def test_resume_suggests_prefixes_that_resolve(tmp_path: Path) -> None:
     suggested = [line.split()[2] for line in out.splitlines() if line.strip().startswith("runfold continue")]
     assert len(suggested) == 3
     assert sorted(Workspace.open(ws).resolve_run(p) for p in suggested) == sorted(w.runs())
+
+
+def test_usage_errors_answer_in_json_when_asked(tmp_path: Path) -> None:
+    """`--json` promises one JSON document on stdout, errors too — also for a usage error that
+    click raises before the command runs (found by a first-time user)."""
+    for argv in (("runs", "--json", "--bogus"), ("steer", "01a2", "--json")):
+        r = run_cli(*argv, cwd=tmp_path)
+        assert r.code == 2
+        data = json.loads(r.out)
+        assert data["ok"] is False and data["error"]["code"] == "E_INVALID_ARGS"
+        assert f"runfold {argv[0]} --help" in data["error"]["recovery"]
+    plain = run_cli("runs", "--bogus", cwd=tmp_path)
+    assert plain.code == 2 and plain.out == "" and "No such option" in plain.err

@@ -146,7 +146,9 @@ def test_bare_ledger_file_is_read_only(golden: Path) -> None:
 def test_cli_ambiguous_run_prefix(three_runs: Workspace, tmp_path: Path) -> None:
     r = run_cli("log", "-w", three_runs.root, "--run", "0198f6a2", cwd=tmp_path)
     assert r.code == 2
-    assert r.err.startswith("E_INVALID_ARGS: cannot pick one run for the prefix '0198f6a2' on 2 runs whose ids start with it")
+    assert r.err.startswith(
+        "E_INVALID_ARGS: cannot pick one run for the prefix '0198f6a2' on 2 runs whose ids start with it"
+    )
     assert RUN_A in r.err and RUN_B in r.err
     assert "Traceback" not in r.err
     r = run_cli(

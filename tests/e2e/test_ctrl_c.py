@@ -54,7 +54,7 @@ def wait_for_line(root: Path, needle: str, proc: subprocess.Popen[str]) -> None:
 def check_cancelled(root: Path, proc: subprocess.Popen[str]) -> list[str]:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 6, out + err
-    assert "Ctrl-C: cancelling at the next safe point" in out
+    assert "Ctrl-C: cancelling: stopping what is in flight" in out
     assert "cancelled:" in out and "Traceback" not in out + err
     ws = Workspace.open(root)
     assert ws.verify().lines >= 1

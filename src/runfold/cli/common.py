@@ -160,9 +160,26 @@ class RunfoldGroup(TyperGroup):
     """
 
     def invoke(self, ctx: Any) -> Any:
+        argv = [*(getattr(ctx, "protected_args", None) or []), *ctx.args]  # click clears them
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, TyperException):
+        except TyperException as error:
+            # a usage error (typer's click: exit code 2) is raised while parsing, before the
+            # command could note --json: answer in JSON anyway, then let click print the usage
+            if (
+                getattr(error, "exit_code", None) == 2
+                and hasattr(error, "format_message")
+                and "--json" in argv
+            ):
+                usage = RunfoldError(
+                    ErrorCode.INVALID_ARGS,
+                    "parse the command line",
+                    f"runfold {ctx.invoked_subcommand or ''} {' '.join(argv)}".replace("  ", " "),
+                    f"{error.format_message().rstrip('.')}; see `runfold {ctx.invoked_subcommand or ''} --help`",
+                )
+                echo_json({"ok": False, "error": error_object(usage)})
+            raise
+        except (typer.Exit, typer.Abort):
             raise
         except RunfoldError as error:
             if ctx.meta.get(DEBUG_META_KEY):

@@ -17,6 +17,7 @@ from runfold.cli.common import (
     JsonOption,
     WorkspaceOption,
     echo_json,
+    err_console,
     out_console,
     want_json,
 )
@@ -134,6 +135,13 @@ def continue_cmd(
         int | None,
         typer.Option("--max-turns", help="Turn ceiling of the successor.", show_default=False, metavar="N"),
     ] = None,
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events",
+            help='Print each line of the successor as JSON Lines on stdout once durable: {"seq", "run", "kind", "hash"} (as for `run`).',
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -154,8 +162,14 @@ def continue_cmd(
         raise invalid_args("continue a run", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
     ws = Workspace.open(workspace)
     rid = ws.resolve_run(run)
+    earlier = [s.run for s in ws.run_summaries() if s.predecessor == rid]
+    if earlier:
+        (err_console() if json else out_console()).print(
+            f"note: run {rid} was already continued by {', '.join(earlier)}; this starts another successor",
+            markup=False,
+        )
     kwargs: dict[str, Any] = {"model": model, "max_turns": max_turns, "continues": rid}
-    run_live(ctx, ws, task or "", kwargs, None, json)
+    run_live(ctx, ws, task or "", kwargs, None, json, events=events)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +30,7 @@ from runfold.cli.common import (
     echo_json,
     err_console,
     error_object,
+    json_line,
     out_console,
     want_json,
 )
@@ -48,9 +50,10 @@ RUN_EPILOG = (
     "Exit codes of run: 0 done · 5 limit (turn ceiling, empty reply, max_tokens stop) · "
     "6 cancelled (Ctrl-C) · 3 the run was frozen by an error, or another runfold error · "
     "2 bad usage (e.g. a malformed --model) · 4 internal error. "
-    "Ctrl-C once: cancel at the next safe point (the run is frozen as cancelled, its history "
-    "valid); twice: a reminder that it is waiting for the safe point; three times: stop the "
-    "model call or tool in flight now and freeze as cancelled."
+    "Ctrl-C once: cancel — the model call or tool in flight is stopped (a stopped tool's result "
+    "is E_TOOL_OUTCOME_UNKNOWN), calls not started get no line, the run is frozen as cancelled "
+    "with a valid history; should something not stop, three times: cancel the task driving the "
+    "run at once."
 )
 
 
@@ -71,11 +74,12 @@ class _Interrupts:
         self.presses += 1
         if self.presses == 1:
             self.cancel.set()
-            self.view.note("Ctrl-C: cancelling at the next safe point (the run is frozen as cancelled)")
+            self.view.note(
+                "Ctrl-C: cancelling: stopping what is in flight, then freezing the run as cancelled"
+            )
         elif self.presses == 2:
             self.view.note(
-                "still waiting for the safe point; press Ctrl-C once more to stop the model call "
-                "or tool in flight now"
+                "still stopping what is in flight; press Ctrl-C once more to cancel the run's task at once"
             )
         elif self.task is not None and not self.task.done():
             self.view.note("Ctrl-C: stopping what is in flight and freezing the run as cancelled")
@@ -184,6 +188,18 @@ def run_cmd(
             metavar="FILE",
         ),
     ] = None,
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events",
+            help=(
+                "Print one JSON object per line of the run on stdout as soon as the line is durable "
+                '(fsynced): {"seq", "run", "kind", "hash"}. A line printed here survives any crash. '
+                "The live view and summary go to stderr (with --json the summary object is the last "
+                "stdout line)."
+            ),
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -198,13 +214,20 @@ def run_cmd(
       runfold run "list the files and summarize notes.md" --max-turns 4
       runfold run "fix the typo in README" --model anthropic:claude-sonnet-4-5 --room docs
       runfold run "say hello" --model script:session.jsonl --json
+      runfold run "tidy notes.md" --events | jq -c 'select(.kind == "tool_result")'
     """
     want_json(ctx, json)
     if max_turns is not None and max_turns < 1:
         raise invalid_args("run an agent", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
     ws = Workspace.open(workspace)
     run_live(
-        ctx, ws, task, {"goal": goal, "model": model, "room": room, "max_turns": max_turns}, record, json
+        ctx,
+        ws,
+        task,
+        {"goal": goal, "model": model, "room": room, "max_turns": max_turns},
+        record,
+        json,
+        events=events,
     )
 
 
@@ -215,13 +238,16 @@ def run_live(
     kwargs: dict[str, Any],
     record: Path | None,
     json: bool,
+    *,
+    events: bool = False,
 ) -> None:
     """Drive one run of `ws.arun(task, **kwargs)` with the live view, Ctrl-C handling and the
     summary (`run`, `continue`); exits with the completion's code. `kwargs["model"]` None takes
-    the workspace's default model."""
+    the workspace's default model. `events`: print each durable line of the run as JSON Lines on
+    stdout (`--events`), the live view and summary on stderr."""
     spec = kwargs.get("model") or ws.settings().model
     require_key(spec)
-    console = err_console() if json else out_console()
+    console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
     if record is not None:
         record.unlink(missing_ok=True)  # a fresh recording per run
@@ -239,6 +265,8 @@ def run_live(
         "on_delta": view.on_delta,
         "record": record,
     }
+    if events:
+        kwargs["on_durable"] = _EventPrinter()
     with _late_interrupts_ignored():
         try:
             with view:
@@ -250,7 +278,26 @@ def run_live(
             return
         finally:
             ws.close()
-        _finish(ctx, outcome, view, last_safe, record, json)
+        _finish(ctx, outcome, view, last_safe, record, json, events)
+
+
+class _EventPrinter:
+    """`--events`: one JSON Lines object per durable line of the run on stdout, flushed at
+    once. A closed stdout (e.g. `| head -1`) stops the printing, never the run."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __call__(self, rec: Record) -> None:
+        if self.closed:
+            return
+        env = rec.env
+        line = json_line({"seq": env.seq, "run": env.run, "kind": env.kind, "hash": rec.hash}) + "\n"
+        try:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            self.closed = True
 
 
 OWN_PROCESS = False
@@ -289,8 +336,10 @@ def _finish(
     last_safe: list[int],
     record: Path | None,
     json: bool,
+    events: bool = False,
 ) -> None:
-    """Print the outcome (summary or JSON) and exit with the completion's code."""
+    """Print the outcome (summary or JSON) and exit with the completion's code; with `events`
+    (and not `json`) the summary goes to stderr, keeping stdout JSON Lines."""
     fork_at = last_safe[-1] if last_safe else None
     nexts = _next_commands(outcome.run_id, fork_at, outcome.completion)
     code = COMPLETION_EXIT.get(outcome.completion, EXIT_ERROR)
@@ -318,14 +367,16 @@ def _finish(
             }
         )
     else:
-        _print_summary(outcome, view, nexts, record)
+        _print_summary(outcome, view, nexts, record, err_console() if events else out_console())
     if outcome.error is not None:
         err_console().print(outcome.error.display(), markup=False)
     if code != EXIT_OK:
         ctx.exit(code)
 
 
-def _print_summary(outcome: RunOutcome, view: LiveView, nexts: list[str], record: Path | None) -> None:
+def _print_summary(
+    outcome: RunOutcome, view: LiveView, nexts: list[str], record: Path | None, console: Any
+) -> None:
     u = outcome.usage
     calls = outcome.tool_calls
     cost = usd(outcome.billed_usd_micros)
@@ -350,7 +401,7 @@ def _print_summary(outcome: RunOutcome, view: LiveView, nexts: list[str], record
         lines.append(f"  recorded {record} (replay the session: --model script:{record})")
     lines.append("next:")
     lines.extend(f"  {c}" for c in nexts)
-    out_console().print("\n".join(lines), markup=False, highlight=False)
+    console.print("\n".join(lines), markup=False, highlight=False)
 
 
 # ---- replay -------------------------------------------------------------------------------

@@ -138,6 +138,10 @@ class Ledger:
         """Checks lines read through the index, restarted at each entry's seq and prev; it
         keeps the run ids it has seen well-formed, so a run's lines skip that regex."""
         self._segment_names: dict[int, str] = {}
+        self.on_durable: list[Callable[[Sequence[Record]], None]] = []
+        """Callbacks called as `cb(records)` with each batch once it is durable (after its
+        fsync, in seq order); an exception raised by one propagates from `flush`/`append`
+        (the batch stays durable). The acknowledgement of `runfold run --events`."""
 
     # ---- opening ---------------------------------------------------------------------
 
@@ -504,7 +508,8 @@ class Ledger:
         """Write every staged line in one write and make it durable with one fsync; returns the
         number of lines written (0 when nothing was staged: no system call).
 
-        seq/head advance and the index learns the lines only after the fsync. Raises
+        seq/head advance, the index learns the lines and `on_durable` callbacks run only after
+        the fsync. Raises
         `E_STORAGE_FATAL` when the write or fsync fails: the file is cut back to its pre-batch
         length, the staged lines are dropped and this writer refuses every later append until
         reopened (also raised on a reader, closed or poisoned writer).
@@ -544,6 +549,8 @@ class Ledger:
         self._size = start + len(buf)
         self._next_seq = records[-1].seq + 1
         self._head = records[-1].hash
+        for cb in tuple(self.on_durable):
+            cb(records)
         return len(records)
 
     def _check_writable(self) -> None:

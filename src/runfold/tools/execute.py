@@ -270,7 +270,10 @@ async def _run_one(prep: _Prepared, ctx: ToolContext) -> ToolOutcome:
     start = time.perf_counter_ns()
     limit = None if found.times_itself else ctx.tool_timeout_s
     try:
-        result = await asyncio.wait_for(found.invoke(args, ctx), limit)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for raises CancelledError even when
+        # the tool, told to stop, finished and answered; its answer would be lost
+        async with asyncio.timeout(limit):
+            result = await found.invoke(args, ctx)
     except RunfoldError as err:
         return ToolOutcome(call.id, call.name, None, err.to_data(), _us_since(start))
     except TimeoutError:
@@ -356,7 +359,10 @@ async def execute_wave(
             running = {}
     except asyncio.CancelledError:
         for task in running.values():
-            task.cancel()
+            # a task the cancellation already reached (gather, or the awaited task) is not told
+            # twice: a second cancel would interrupt a tool finishing its work and lose its answer
+            if task.cancelling() == 0:
+                task.cancel()
         if running:
             await asyncio.wait(running.values())
         for j, task in running.items():
