@@ -320,3 +320,55 @@ def test_find_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert err.value.code is ErrorCode.PATH_NOT_FOUND and "runfold init" in err.value.recovery
     with pytest.raises(RunfoldError):
         find_workspace(deep)
+
+
+def test_a_lock_left_by_a_dead_writers_child_is_waited_for(tmp_path: Path) -> None:
+    """After a SIGKILL, a process the writer had just started may hold the lock for a moment
+    (found by the kill test): with the pid in the file gone, the next writer waits for it;
+    with the pid alive, it is refused at once."""
+    import subprocess
+    import sys
+
+    from runfold.store.ledger import _take_writer_lock
+
+    lock = tmp_path / "ledger.lock"
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.pwrite(fd, sys.argv[2].encode() + b'\\n', 0);"
+            "print('held', flush=True); time.sleep(0.4)",
+            str(lock),
+            dead.stdout.strip(),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    fd = _take_writer_lock(lock)  # waits for the holder to exit instead of refusing
+    os.close(fd)
+    holder.wait()
+    alive = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.ftruncate(fd, 0); os.pwrite(fd, str(os.getpid()).encode(), 0);"
+            "print('held', flush=True); time.sleep(30)",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert alive.stdout is not None and alive.stdout.readline().strip() == "held"
+        with pytest.raises(RunfoldError) as held:
+            _take_writer_lock(lock)
+        assert held.value.code is ErrorCode.LEDGER_HELD and str(alive.pid) in held.value.action
+    finally:
+        alive.kill()
+        alive.wait()

@@ -70,25 +70,59 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+DEAD_HOLDER_WAIT_S = 5.0
+"""How long a writer waits for the lock when the process that took it is gone: a process the
+dead writer had just started (a tool's shell between fork and exec) may hold the lock for a
+moment after a SIGKILL."""
+
+
+def _pid_alive(text: str) -> bool:
+    """Whether the pid written in the lock file names a live process (unknown: assume alive)."""
+    try:
+        pid = int(text)
+    except ValueError:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _take_writer_lock(path: Path) -> int:
     """Take the exclusive lock on `ledger.lock` and write our pid into it; returns the fd.
 
+    When the pid written in the file is gone (its process died) but the lock is still taken, a
+    child it had just started still holds it: wait up to `DEAD_HOLDER_WAIT_S` for it to go.
     Raises `E_LEDGER_HELD` naming the holder's pid (as written in the file) when it is taken.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode("utf-8", "replace").strip() or "unknown"
-        os.close(fd)
-        raise RunfoldError(
-            ErrorCode.LEDGER_HELD,
-            f"open the ledger for writing (pid {holder} holds the writer lock)",
-            str(path),
-            f"another runfold process (pid {holder}) is writing this workspace; wait for it to "
-            "finish or stop it, then retry (readers such as verify and log need no lock)",
-            retry=Retry.YES,
-        ) from None
+    deadline = time.monotonic() + DEAD_HOLDER_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("utf-8", "replace").strip() or "unknown"
+            if not _pid_alive(holder) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            os.close(fd)
+            gone = (
+                ""
+                if _pid_alive(holder)
+                else " (that process is gone; a process it started still holds the lock)"
+            )
+            raise RunfoldError(
+                ErrorCode.LEDGER_HELD,
+                f"open the ledger for writing (pid {holder} holds the writer lock{gone})",
+                str(path),
+                f"another runfold process (pid {holder}) is writing this workspace; wait for it to "
+                "finish or stop it, then retry (readers such as verify and log need no lock)",
+                retry=Retry.YES,
+            ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
