@@ -571,6 +571,8 @@ class Workspace:
             raise invalid_args("run an agent", str(self._root), "`runfold init` a workspace to run agents in")
         cfg = self.config()
         defaults = cfg.get("defaults", {}) if isinstance(cfg.get("defaults", {}), dict) else {}
+        if continues is not None and fork is not None:
+            raise invalid_args("continue a run", "fork", "give either `continues` or `fork`, not both")
         origin = continues if continues is not None else fork[0] if fork is not None else None
         if origin is not None and room in (".", ""):
             first = self.records(run=self.resolve_run(origin))[:1]
@@ -639,41 +641,29 @@ class Workspace:
         try:
             async with self._shared_writer() as ledger:
                 plan = None
-                if continues is not None:
-                    if fork is not None:
-                        raise invalid_args(
-                            "continue a run", "fork", "give either `continues` or `fork`, not both"
-                        )
-                    rid = self.resolve_run(continues)
-                    note = fold_api.successor_note(rid, ledger.run_records(rid))
-                    if note is None:
-                        raise invalid_args(
-                            "continue a run",
-                            f"run {rid}",
-                            f"the run is still running in this process; cancel it (`runfold cancel {rid}`) "
-                            "and continue it once it is frozen",
-                        )
-                    options = dataclasses.replace(options, note=note)
+                if origin is not None:
+                    mother = self.resolve_run(origin)
+                    lines = _lineage_lines(ledger, mother)
+                    at = fork[1] if fork is not None else lines[mother][-1].seq
+                    if continues is not None:
+                        note = fold_api.successor_note(mother, lines[mother])
+                        if note is None:
+                            raise invalid_args(
+                                "continue a run",
+                                f"run {mother}",
+                                f"the run is still running in this process; cancel it (`runfold cancel {mother}`) "
+                                "and continue it once it is frozen",
+                            )
+                        options = dataclasses.replace(options, note=note)
                     plan = fold_api.plan_fork(
-                        _lineage_lines(ledger, rid),
-                        rid,
-                        ledger.run_records(rid)[-1].seq,
-                        new_run=run_id,
-                        tail=ledger.next_seq - 1,
-                        task=task if task.strip() else None,
-                        goal=goal if goal.strip() else None,
-                        predecessor=rid,
-                    )
-                if fork is not None:
-                    mother = self.resolve_run(fork[0])
-                    plan = fold_api.plan_fork(
-                        _lineage_lines(ledger, mother),
+                        lines,
                         mother,
-                        fork[1],
+                        at,
                         new_run=run_id,
                         tail=ledger.next_seq - 1,
                         task=task if task.strip() else None,
                         goal=goal if goal.strip() else None,
+                        predecessor=mother if continues is not None else None,
                     )
                 control = self._hub.register(run_id, cancel, steers) if self._hub is not None else None
                 ack: list[Callable[[Record], None]] = [on_durable] if on_durable is not None else []
