@@ -106,7 +106,9 @@ def test_cas_put_get_ranges_and_damage(tmp_path: Path) -> None:
     path = Layout(tmp_path).cas_path(digest)
     assert path.parent.name == digest[:2] and path.read_bytes() == content
     assert cas.has(digest) and cas.get(digest) == content
-    assert not list(path.parent.glob(".tmp-*"))
+    assert not list(
+        path.parent.glob(".*.tmp-*")
+    )  # no temporary file (store.durable names them .<name>.tmp-<pid>-<hex>)
     loc = parse_locator(f"cas:b3-{digest}#L2-3")
     assert isinstance(loc, CasLocator)
     assert cas.get_locator(loc) == b"line two\nline three\n"

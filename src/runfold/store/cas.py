@@ -7,23 +7,14 @@ rename, fsync dir); every get re-hashes what it read, so a damaged object is nev
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 
 from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.ids import is_hex64
 from runfold.core.locator import CasLocator
+from runfold.store.durable import fsync_dir, replace_durably
 from runfold.store.layout import Layout
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Cas:
@@ -57,19 +48,8 @@ class Cas:
         try:
             if not shard.is_dir():
                 shard.mkdir(parents=True, exist_ok=True)
-                _fsync_dir(shard.parent)
-            tmp = shard / f".tmp-{os.getpid()}-{secrets.token_hex(6)}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            try:
-                view = memoryview(content)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, target)
-            _fsync_dir(shard)
+                fsync_dir(shard.parent)
+            replace_durably(target, content, mode=0o444)
         except OSError as exc:
             raise RunfoldError(
                 ErrorCode.STORAGE_FATAL,

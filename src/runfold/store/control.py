@@ -22,6 +22,7 @@ import orjson
 
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.ids import is_run_id
+from runfold.store.durable import fsync_dir, replace_durably
 from runfold.store.layout import Layout
 
 SIGNAL_TYPES: Final = ("steer", "cancel")
@@ -146,14 +147,6 @@ class ControlAck:
         )
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _storage(action: str, path: Path, exc: OSError) -> RunfoldError:
     return RunfoldError(
         ErrorCode.STORAGE_FATAL,
@@ -165,21 +158,11 @@ def _storage(action: str, path: Path, exc: OSError) -> RunfoldError:
 
 def _write_atomically(directory: Path, name: str, data: bytes) -> Path:
     """Write `directory/name` through a temporary file, fsync, rename, fsync of the directory."""
-    directory.mkdir(parents=True, exist_ok=True)
     final = directory / name
-    tmp = directory / f".{name}.tmp{os.getpid()}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
-        _fsync_dir(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        replace_durably(final, data)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise _storage("write a control file", final, exc) from None
     return final
 
@@ -290,7 +273,7 @@ class ControlDir:
         except OSError as exc:
             raise _storage("delete a control request", self.request_path(signal), exc) from None
         with contextlib.suppress(OSError):
-            _fsync_dir(self.inbox)
+            fsync_dir(self.inbox)
 
     # ---- acks -------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH, is_run_id
 from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.payloads import LogTruncated, WorkspaceInitialized
 from runfold.core.records import Draft, Record
+from runfold.store.durable import fsync_dir
 from runfold.store.index import INDEX_FILE, Entry, LedgerIndex
 from runfold.store.layout import Layout, list_segments
 from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir, scan
@@ -60,14 +61,6 @@ class WriterIO:
 
     pwrite: Callable[[int, bytes, int], int] = field(default=os.pwrite)
     sync: Callable[[int], None] = field(default=_default_sync)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 DEAD_HOLDER_WAIT_S = 5.0
@@ -192,8 +185,8 @@ class Ledger:
             raise _exists(layout)
         for d in (layout.ledger_dir, layout.cas_dir, layout.index_dir):
             d.mkdir(parents=True, exist_ok=True)
-        _fsync_dir(layout.root)
-        _fsync_dir(layout.ws)
+        fsync_dir(layout.root)
+        fsync_dir(layout.ws)
         ledger = cls._open(layout.ws, writer=True, segment_bytes=segment_bytes, io=io, creating=True)
         try:
             if ledger.next_seq > 0:
@@ -633,7 +626,7 @@ class Ledger:
         path = self.layout.segment_path(self._next_seq)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            _fsync_dir(self.layout.ledger_dir)
+            fsync_dir(self.layout.ledger_dir)
         except OSError:
             os.close(fd)
             raise
