@@ -24,6 +24,7 @@ from runfold.cli.common import (
 from runfold.cli.fold_cmds import RunArg
 from runfold.cli.run_cmds import RUN_EPILOG, run_live
 from runfold.core.errors import invalid_args
+from runfold.core.fold.runs import first_line
 from runfold.core.ids import short_run_ids
 
 
@@ -110,8 +111,7 @@ def resume_cmd(
 
 
 def _head(task: str) -> str:
-    head = task.strip().split("\n", 1)[0]
-    return repr(head if len(head) <= 60 else head[:59] + "…")
+    return repr(first_line(task, 60))
 
 
 def continue_cmd(

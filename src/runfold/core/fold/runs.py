@@ -23,6 +23,12 @@ TOKEN_KEYS: tuple[str, ...] = ("input", "output", "cache_read", "cache_write")
 """The `model_returned.usage` counters summed per run (tokens)."""
 
 
+def first_line(text: str, width: int) -> str:
+    """The first line of `text` (stripped), at most `width` characters; an ellipsis marks a cut."""
+    head = text.strip().split("\n", 1)[0]
+    return head if len(head) <= width else head[: width - 1] + "…"
+
+
 @dataclass
 class RunSummary:
     """One run as `runfold runs` shows it.
@@ -60,8 +66,7 @@ class RunSummary:
     @property
     def task_head(self) -> str:
         """The first line of the task, at most 72 characters (an ellipsis marks a cut)."""
-        head = self.task.strip().split("\n", 1)[0]
-        return head if len(head) <= 72 else head[:71] + "…"
+        return first_line(self.task, 72)
 
     @property
     def relation(self) -> Relation | None:
