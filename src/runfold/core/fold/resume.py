@@ -131,6 +131,16 @@ class ResumeScan:
         return ResumePlan(tuple(dangling), tuple(lost))
 
 
+def closed_by_resume(rec: Record, result: ToolResult) -> bool:
+    """Whether the `tool_result` line `rec` (payload `result`) is one resume wrote for a call
+    whose outcome is unknown: author `runtime`, error `E_TOOL_OUTCOME_UNKNOWN`."""
+    return (
+        rec.env.who == RESUME_WHO
+        and result.error is not None
+        and result.error.get("code") == ErrorCode.TOOL_OUTCOME_UNKNOWN.value
+    )
+
+
 def outcome_unknown_error(call: DanglingCall) -> RunfoldError:
     """The §11 error resume writes as the result of a call whose process died after it started."""
     return RunfoldError(
@@ -171,22 +181,20 @@ def resume_drafts(
         extra = pending.get(lost.run, ())
         drafts.extend(extra)
         closed = len(by_run.get(lost.run, []))
-        if lost.handed_off and not closed and not extra:
-            # its handoff is already the last line (a resume or freeze killed before run_frozen)
-            frozen = RunFrozen(completion="cancelled", cause=PROCESS_DIED)
-            drafts.append(Draft(lost.run, RESUME_WHO, Kind.RUN_FROZEN.value, frozen, addr=lost.addr))
-            continue
-        handoff = HandoffWritten(
-            must_read=[],
-            overview=lost.task[:500],
-            progress=(
-                f"{lost.turns} turn(s); the process running it died after seq {lost.last_seq}"
-                + (f"; {closed} tool call(s) closed with E_TOOL_OUTCOME_UNKNOWN" if closed else "")
-            ),
-            context="frozen by resume",
-            next_step=f"check the effect of any call closed as unknown, then `runfold continue {lost.run}`",
-        )
-        drafts.append(Draft(lost.run, RESUME_WHO, Kind.HANDOFF_WRITTEN.value, handoff, addr=lost.addr))
+        # a run whose last line is already its handoff (a resume or freeze killed before
+        # run_frozen) gets only the freeze
+        if not (lost.handed_off and not closed and not extra):
+            handoff = HandoffWritten(
+                must_read=[],
+                overview=lost.task[:500],
+                progress=(
+                    f"{lost.turns} turn(s); the process running it died after seq {lost.last_seq}"
+                    + (f"; {closed} tool call(s) closed with E_TOOL_OUTCOME_UNKNOWN" if closed else "")
+                ),
+                context="frozen by resume",
+                next_step=f"check the effect of any call closed as unknown, then `runfold continue {lost.run}`",
+            )
+            drafts.append(Draft(lost.run, RESUME_WHO, Kind.HANDOFF_WRITTEN.value, handoff, addr=lost.addr))
         frozen = RunFrozen(completion="cancelled", cause=PROCESS_DIED)
         drafts.append(Draft(lost.run, RESUME_WHO, Kind.RUN_FROZEN.value, frozen, addr=lost.addr))
     return drafts
@@ -205,10 +213,8 @@ def successor_note(run: str, lines: Sequence[Record]) -> str | None:
         called = called or kind == Kind.MODEL_CALLED.value
         if kind == Kind.RUN_FROZEN.value:
             frozen = rec.typed(RunFrozen)
-        elif kind == Kind.TOOL_RESULT.value and rec.env.who == RESUME_WHO:
-            err = rec.typed(ToolResult).error
-            if err is not None and err.get("code") == ErrorCode.TOOL_OUTCOME_UNKNOWN.value:
-                unknown += 1
+        elif kind == Kind.TOOL_RESULT.value and closed_by_resume(rec, rec.typed(ToolResult)):
+            unknown += 1
     if frozen is None:
         return None
     if not called:

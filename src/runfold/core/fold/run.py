@@ -33,6 +33,7 @@ from typing import NoReturn, TypeVar, assert_never
 from runfold.core.canonical import encode_json
 from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
+from runfold.core.fold.resume import closed_by_resume
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.kinds import Kind
 from runfold.core.messages import Block, Message, reply_blocks
@@ -565,13 +566,7 @@ class _Folder:
             )
         if call_id in wave.results:
             _corrupt(rec, "data.tool_use_id", f"call {call_id!r} was already answered in this wave")
-        cause = "tool_result"
-        if (
-            result.error is not None
-            and result.error.get("code") == ErrorCode.TOOL_OUTCOME_UNKNOWN.value
-            and rec.env.who == "runtime"
-        ):
-            cause = "resume"  # written by resume for a call whose outcome is unknown (DESIGN.md §7)
+        cause = "resume" if closed_by_resume(rec, result) else "tool_result"  # DESIGN.md §7
         wave.results[call_id] = (tool_result_block(result), BlockSource(rec.seq, cause))
         if wave.complete():
             self._commit(rec, wave)
