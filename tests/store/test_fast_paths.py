@@ -206,7 +206,10 @@ def test_index_rows_added_per_batch_equal_rows_added_per_line(
             per_line.add(seq, seg, off, n, digest, run)
             seq += 1
             off += n + 1
-    assert per_batch._pending == per_line._pending
+    assert [per_batch.entry(s) for s in range(seq + 1)] == [per_line.entry(s) for s in range(seq + 1)]
+    assert per_batch.head == per_line.head and per_batch.last_position() == per_line.last_position()
+    for run in ("r1", "r2", WORKSPACE_RUN, "r3"):
+        assert per_batch.run_entries(run) == per_line.run_entries(run)
     assert per_batch.runs() == per_line.runs() and per_batch.next_seq == per_line.next_seq
     with pytest.raises(ValueError):
         per_batch.add_lines(seq + 1, seg, off, [(1, HEAD, "r1")])

@@ -2,7 +2,10 @@
 
 It lets "the line at seq S" and "the lines of run R" cost the size of the answer instead of a
 scan. It is a SQLite file under `.runfold/index/` that can be deleted at any time; `Ledger` checks
-it against the ledger on open and rebuilds or extends it from verified lines only.
+it against the ledger on open and rebuilds or extends it from verified lines only. SQLite holds
+one row per block of `block_rows` consecutive seqs (fixed-width columns packed in a BLOB) and one
+row per run per run flush (its seqs packed), never one row per line: writing the index costs a
+few SQLite rows per thousand lines.
 
 How reads stay verified without a scan: a row is only ever written for a line that passed the
 chain check (a full or catch-up scan, or the writer's own fsynced append), and it stores that
@@ -10,33 +13,63 @@ line's BLAKE3. A read through the index re-checks the line with `LineChecker` st
 stored hash of the line before it (so `prev`, `seq`, canonical bytes and kind are checked) and
 compares the line's own BLAKE3 with its stored hash. A line changed on disk after indexing
 therefore fails the read; only a ledger and index rewritten together escape it, which a full
-`verify` (or a writer's open) still catches.
+`verify` (or a writer's open) still catches. Damage to the index file itself either names a line
+whose check then fails (the same path), or makes the file contradict itself, which reads report
+as `IndexMismatch`; `Ledger` answers both by rebuilding the index from the ledger.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import sys
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate, count
 from pathlib import Path
+from typing import cast
 
-from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH
+from runfold.core.ids import WORKSPACE_RUN
 
-INDEX_FORMAT = 1
-"""Bumped when the schema changes; an index of another format is rebuilt."""
+INDEX_FORMAT = 2
+"""Bumped when the schema changes; an index of another format is dropped and rebuilt.
+1: one SQLite row per line. 2: one row per block of seqs, one row per run per run flush."""
 INDEX_FILE = "index.sqlite"
 FLUSH_ROWS = 4096
-"""Pending rows are written to SQLite once this many accumulate (and on close)."""
+"""Rows not yet in SQLite that trigger an automatic flush of their blocks (and on close)."""
+RUN_FLUSH_ROWS = 1 << 15
+"""Rows whose run lists (`run_seqs`) an automatic flush lets accumulate before writing them:
+one `run_seqs` row per run touched, so rarer run flushes mean fewer, longer rows. Blocks carry
+each row's run, so a reader rebuilds the lists of these rows from blocks, not from the ledger."""
+SCAN_FLUSH_ROWS = 1 << 18
+"""The `flush_rows` `Ledger` sets while it rebuilds or extends the index from a scan (about
+15 MiB held): fewer, larger flushes write fewer `run_seqs` rows when a scan meets many runs."""
+BLOCK_ROWS = 64
+"""Seqs per block row: block k covers seqs [k·64, (k+1)·64). 64 rows of 56 bytes plus a 32-byte
+header fit one 4 KiB SQLite page, so reading one line's row reads one page."""
+
+_HASH = 32
+"""Bytes of one BLAKE3-256 digest."""
+_ROW = 8 + 8 + 4 + 4 + _HASH
+"""Bytes of one row in a block: segment u64, offset u64, length u32, run id u32, hash."""
+_ZERO = bytes(_HASH)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
 CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL UNIQUE);
-CREATE TABLE IF NOT EXISTS lines (
-  seq INTEGER PRIMARY KEY, seg INTEGER NOT NULL, off INTEGER NOT NULL, len INTEGER NOT NULL,
-  hash BLOB NOT NULL, run INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS lines_by_run ON lines (run, seq);
+CREATE TABLE IF NOT EXISTS blocks (first_seq INTEGER PRIMARY KEY, rows BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS run_seqs (
+  run INTEGER NOT NULL, first_seq INTEGER NOT NULL, seqs BLOB NOT NULL, PRIMARY KEY (run, first_seq)
+) WITHOUT ROWID;
 """
+_TABLES = ("meta", "runs", "blocks", "run_seqs")
+assert array("q").itemsize == 8 and array("I").itemsize == 4
+
+
+class IndexMismatch(LookupError):
+    """The index file contradicts itself (a seq its run list names is missing from its block, a
+    BLOB of the wrong size, an unknown run id): it is damaged, or was reset by another process
+    under this reader. `Ledger` rebuilds the index when a read raises it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,194 +85,489 @@ class Entry:
     prev: str
 
 
-class LedgerIndex:
-    """Index rows in SQLite plus rows not yet flushed (pending, in memory).
+class _Block:
+    """One block row unpacked.
 
-    `path` None keeps everything in memory (a reader that may not write the index). Rows must be
-    added in seq order starting at `next_seq`.
+    BLOB layout for n rows (native byte order, recorded in `meta`): the hash of the line before
+    the block's first seq (32 bytes, zeros before seq 0), then n segments (u64), n offsets minus
+    seqs (i64: offset = value + seq, so the lines of one write are one running sum of lengths),
+    n lengths (u32), n run ids (u32), n hashes (32 bytes each)."""
+
+    __slots__ = ("first", "hashes", "lens", "n", "offs", "prev", "rids", "segs")
+
+    def __init__(self, first: int, blob: bytes) -> None:
+        n, rest = divmod(len(blob) - _HASH, _ROW)
+        if rest or n < 1:
+            raise IndexMismatch(f"block at seq {first} holds {len(blob)} bytes, not 32 + {_ROW}·n")
+        self.first = first
+        self.n = n
+        self.prev = blob[:_HASH]
+        a = _HASH
+        self.segs = array("q", blob[a : a + 8 * n])
+        a += 8 * n
+        self.offs = array("q", blob[a : a + 8 * n])
+        a += 8 * n
+        self.lens = array("I", blob[a : a + 4 * n])
+        a += 4 * n
+        self.rids = array("I", blob[a : a + 4 * n])
+        self.hashes = blob[a + 4 * n :]
+
+    def entry(self, i: int) -> Entry:
+        h = self.hashes
+        return Entry(
+            self.first + i,
+            self.segs[i],
+            self.offs[i] + self.first + i,
+            self.lens[i],
+            h[i * _HASH : (i + 1) * _HASH].hex(),
+            (h[(i - 1) * _HASH : i * _HASH] if i else self.prev).hex(),
+        )
+
+
+class LedgerIndex:
+    """Index rows in SQLite plus rows held in memory (the partial last block, rows not yet
+    flushed, and the run lists of rows not yet in `run_seqs`).
+
+    `path` None keeps everything in an in-memory SQLite (a reader that may not write the index).
+    Rows must be added in seq order starting at `next_seq`. `block_rows` (seqs per block row,
+    default `BLOCK_ROWS`) is recorded in the file; a file written with another value is reset.
     """
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, block_rows: int = BLOCK_ROWS) -> None:
+        if block_rows < 1:
+            raise ValueError(f"block_rows must be positive, got {block_rows}")
         self.path = path
+        self.block_rows = block_rows
         self.autoflush = path is not None
-        """Flush every FLUSH_ROWS rows; a reader turns it off unless it holds the index lock."""
+        """Flush every `flush_rows` rows; a reader turns it off unless it holds the index lock."""
+        self.flush_rows = FLUSH_ROWS
+        """Rows not yet in SQLite that trigger an automatic flush (default `FLUSH_ROWS`)."""
+        self.run_flush_rows = RUN_FLUSH_ROWS
+        """Rows an automatic flush lets accumulate before it writes their run lists."""
+        self._cached: _Block | None = None
         self._db = sqlite3.connect(":memory:" if path is None else str(path), isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL" if path is not None else "PRAGMA journal_mode=MEMORY")
         self._db.execute("PRAGMA synchronous=OFF")
+        if self._meta("format") not in (None, INDEX_FORMAT) or not self._only_our_tables():
+            self._drop_all()
         self._db.executescript(_SCHEMA)
-        fmt = self._meta("format")
-        if fmt is not None and fmt != INDEX_FORMAT:
+        if (
+            self._meta("format") is None
+            or (self._meta("block_rows"), self._meta("byteorder")) != (block_rows, sys.byteorder)
+            or not self._load()
+        ):
             self.reset()
-        self._load()
 
     # ---- state -----------------------------------------------------------------------
 
     def _meta(self, key: str) -> object:
-        row = self._db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()
+        try:
+            row = self._db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()
+        except sqlite3.OperationalError:  # no meta table (a new file)
+            return None
         return None if row is None else row[0]
 
-    def _load(self) -> None:
+    def _only_our_tables(self) -> bool:
+        """False when the file holds a table this format does not have (an older format)."""
+        names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return names <= set(_TABLES)
+
+    def _drop_all(self) -> None:
+        """Drop every table (an index of another format: its rows are worthless here)."""
+        db = self._db
+        db.execute("BEGIN")
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            if not name.startswith("sqlite_"):
+                db.execute(f'DROP TABLE IF EXISTS "{name}"')
+        db.execute("COMMIT")
+
+    def _load(self) -> bool:
+        """Read the runs, the last block and the run lists not yet in `run_seqs` into memory, as
+        one snapshot; False when the file contradicts itself (the caller resets it)."""
         self._run_ids: dict[str, int] = {}
         self._run_order: list[str] = []
-        for rid, uuid in self._db.execute("SELECT id, uuid FROM runs ORDER BY id"):
-            self._run_ids[uuid] = rid
-            self._run_order.append(uuid)
-        self._flushed_runs = len(self._run_order)
-        row = self._db.execute(
-            "SELECT seq, seg, off, len, hash FROM lines ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        if row is None:
-            self._flushed_next = 0
-            self._flushed_head = ZERO_HASH
-            self._last: tuple[int, int, int] | None = None
-        else:
-            self._flushed_next = row[0] + 1
-            self._flushed_head = bytes(row[4]).hex()
-            self._last = (row[1], row[2], row[3])
-        self._pending: list[tuple[int, int, int, int, bytes, int]] = []
+        self._cached = None
+        # rows held in memory: seqs [_base, next_seq), _base a multiple of block_rows
+        self._base = 0
+        self._base_prev = _ZERO
+        """The hash of seq _base - 1 (zeros when _base is 0)."""
+        self._last: tuple[int, int, int] | None = None
+        """(segment, offset, length) of seq _base - 1, None when _base is 0."""
+        self._segs: list[int] = []
+        self._offs: list[int] = []
+        """Offset minus seq of each held row (the stored form, see `_Block`)."""
+        self._lens: list[int] = []
+        self._rids: list[int] = []
+        self._hashes = bytearray()
+        self._flushed_next = 0
+        """Blocks in SQLite cover seqs [0, _flushed_next)."""
+        self._runs_next = 0
+        """`run_seqs` in SQLite covers seqs [0, _runs_next); _runs_next <= _flushed_next."""
+        self._groups: dict[str, list[int]] = {}
+        """The seqs of each run in [_runs_next, _flushed_next), ascending (rows flushed to
+        blocks whose run lists are not in `run_seqs` yet)."""
+        db = self._db
+        db.execute("BEGIN")  # one snapshot: everything as one flush left it
+        try:
+            for rid, uuid in db.execute("SELECT id, uuid FROM runs ORDER BY id"):
+                self._run_ids[uuid] = rid
+                self._run_order.append(uuid)
+            self._flushed_runs = len(self._run_order)
+            if self._run_order and max(self._run_ids.values()) != len(self._run_order):
+                return False
+            runs_next = self._meta("runs_next")
+            row = db.execute("SELECT first_seq, rows FROM blocks ORDER BY first_seq DESC LIMIT 1").fetchone()
+            if row is None:
+                return runs_next in (None, 0)
+            first = int(row[0])
+            block = _Block(first, bytes(row[1]))
+            end = first + block.n
+            if first % self.block_rows or block.n > self.block_rows:
+                return False
+            if not isinstance(runs_next, int) or not 0 <= runs_next <= end:
+                return False
+            self._flushed_next = end
+            self._runs_next = runs_next
+            if block.n == self.block_rows:
+                self._base = end
+                self._base_prev = block.hashes[-_HASH:]
+                self._last = (block.segs[-1], block.offs[-1] + end - 1, block.lens[-1])
+            else:
+                self._base = first
+                self._base_prev = block.prev
+                self._segs, self._offs = block.segs.tolist(), block.offs.tolist()
+                self._lens, self._rids = block.lens.tolist(), block.rids.tolist()
+                self._hashes = bytearray(block.hashes)
+            self._groups = self._run_lists(runs_next, end)
+            return True
+        except IndexMismatch:
+            return False
+        finally:
+            db.execute("COMMIT")
+
+    def _run_lists(self, start: int, end: int) -> dict[str, list[int]]:
+        """The seqs of each run in [start, end), read from the block rows (and held rows).
+        Raises `IndexMismatch` when a block is missing, malformed or names an unknown run."""
+        groups: dict[str, list[int]] = {}
+        b = self.block_rows
+        stored_end = min(end, self._base)
+        if start < stored_end:
+            expect = start - start % b
+            for first, blob in self._db.execute(
+                "SELECT first_seq, rows FROM blocks WHERE first_seq >= ? AND first_seq < ? ORDER BY first_seq",
+                (expect, stored_end),
+            ):
+                blk = _Block(first, bytes(blob))
+                if first != expect or blk.n != b:
+                    raise IndexMismatch(f"block at seq {expect} is missing or short")
+                lo = max(start, first) - first
+                self._group(groups, first + lo, blk.rids[lo : min(stored_end - first, b)])
+                expect += b
+            if expect < stored_end:
+                raise IndexMismatch(f"block at seq {expect} is missing")
+        if end > self._base:
+            lo = max(start, self._base)
+            self._group(groups, lo, self._rids[lo - self._base : end - self._base])
+        return groups
+
+    def _group(self, groups: dict[str, list[int]], first: int, rids: Sequence[int]) -> None:
+        """Add the seqs first, first+1, ... to the lists of their runs (`rids[i]` is the run id
+        of seq first+i). Raises `IndexMismatch` for a run id the index does not list."""
+        by_id: dict[int, list[int]] = {}
+        get = by_id.get
+        for s, rid in zip(count(first), rids, strict=False):
+            g = get(rid)
+            if g is None:
+                by_id[rid] = [s]
+            else:
+                g.append(s)
+        order = self._run_order
+        for rid, seqs in by_id.items():
+            if not 0 < rid <= len(order):
+                raise IndexMismatch(f"a row names run id {rid}, which the index does not list")
+            run = order[rid - 1]
+            g = groups.get(run)
+            if g is None:
+                groups[run] = seqs
+            else:
+                g += seqs
 
     def reset(self) -> None:
         """Forget every row (the index will be rebuilt)."""
-        self._db.execute("BEGIN")
-        self._db.execute("DELETE FROM lines")
-        self._db.execute("DELETE FROM runs")
-        self._db.execute("DELETE FROM meta")
-        self._db.execute("INSERT INTO meta (k, v) VALUES ('format', ?)", (INDEX_FORMAT,))
-        self._db.execute("COMMIT")
-        self._load()
+        db = self._db
+        db.execute("BEGIN")
+        for table in _TABLES:
+            db.execute(f"DELETE FROM {table}")
+        db.executemany(
+            "INSERT INTO meta (k, v) VALUES (?, ?)",
+            [
+                ("format", INDEX_FORMAT),
+                ("block_rows", self.block_rows),
+                ("byteorder", sys.byteorder),
+                ("runs_next", 0),
+            ],
+        )
+        db.execute("COMMIT")
+        loaded = self._load()
+        assert loaded
 
     @property
     def next_seq(self) -> int:
         """One past the last indexed seq (0 when empty)."""
-        return self._flushed_next + len(self._pending)
+        return self._base + len(self._lens)
 
     @property
     def head(self) -> str:
         """BLAKE3 of the last indexed line, 64 zeros when empty."""
-        return self._pending[-1][4].hex() if self._pending else self._flushed_head
+        return (self._hashes[-_HASH:] if self._lens else self._base_prev).hex()
 
     def last_position(self) -> tuple[int, int, int] | None:
         """(segment, offset, length) of the last indexed line, or None when empty."""
-        if self._pending:
-            p = self._pending[-1]
-            return (p[1], p[2], p[3])
+        if self._lens:
+            return (self._segs[-1], self._offs[-1] + self.next_seq - 1, self._lens[-1])
         return self._last
 
     # ---- writing ---------------------------------------------------------------------
 
+    def _new_run(self, run: str) -> int:
+        rid = len(self._run_order) + 1
+        self._run_ids[run] = rid
+        self._run_order.append(run)
+        return rid
+
     def add(self, seq: int, seg: int, off: int, length: int, digest: str, run: str) -> None:
-        """Add the row of a verified line; `seq` must equal `next_seq` (else ValueError)."""
+        """Add the row of a verified line: `seq` (must equal `next_seq`), its segment (by first
+        seq), byte offset and length (bytes, no newline), BLAKE3 (64 hex) and run id.
+
+        Raises ValueError when `seq` is out of order or `digest` is not 32 bytes of hex."""
         if seq != self.next_seq:
             raise ValueError(f"index rows must be added in order: got seq {seq}, expected {self.next_seq}")
-        rid = self._run_ids.get(run)
-        if rid is None:
-            rid = len(self._run_order) + 1
-            self._run_ids[run] = rid
-            self._run_order.append(run)
-        self._pending.append((seq, seg, off, length, bytes.fromhex(digest), rid))
-        if self.autoflush and len(self._pending) >= FLUSH_ROWS:
-            self.flush()
+        h = bytes.fromhex(digest)
+        if len(h) != _HASH:
+            raise ValueError(f"index row of seq {seq}: hash {digest!r} is not 64 hex digits")
+        rid = self._run_ids.get(run) or self._new_run(run)
+        self._segs.append(seg)
+        self._offs.append(off - seq)
+        self._lens.append(length)
+        self._rids.append(rid)
+        self._hashes += h
+        if self.autoflush and seq + 1 - self._flushed_next >= self.flush_rows:
+            self.flush(full=False)
 
     def add_lines(self, seq: int, seg: int, off: int, lines: Sequence[tuple[int, str, str]]) -> None:
         """Add the rows of consecutive verified lines written together: the first at `seq`
         (must equal `next_seq`, else ValueError) and byte offset `off` of segment `seg`, each
         given as (length in bytes without its newline, BLAKE3 hex, run id); the next line
-        starts one byte (the newline) after the previous one. Same rows as `add` per line."""
+        starts one byte (the newline) after the previous one. Same rows as `add` per line.
+        Raises ValueError when a hash is not 64 hex digits (nothing added)."""
         if seq != self.next_seq:
             raise ValueError(f"index rows must be added in order: got seq {seq}, expected {self.next_seq}")
-        run_ids = self._run_ids
-        pending = self._pending
-        append = pending.append
-        fromhex = bytes.fromhex
-        for length, digest, run in lines:
-            rid = run_ids.get(run)
-            if rid is None:
-                rid = len(self._run_order) + 1
-                run_ids[run] = rid
-                self._run_order.append(run)
-            append((seq, seg, off, length, fromhex(digest), rid))
-            seq += 1
-            off += length + 1
-        if self.autoflush and len(pending) >= FLUSH_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        """Write pending rows to SQLite in one transaction (no fsync: the index is disposable)."""
-        if not self._pending:
+        if not lines:
             return
+        lens, digests, runs = zip(*lines, strict=True)
+        hashes = bytes.fromhex("".join(digests))
+        n = len(lens)
+        if len(hashes) != _HASH * n:
+            raise ValueError(f"index rows from seq {seq}: a hash is not 64 hex digits")
+        found = list(map(self._run_ids.get, runs))
+        if None in found:  # a run seen for the first time
+            rids = [self._run_ids.get(run) or self._new_run(run) for run in runs]
+        else:
+            rids = cast(list[int], found)
+        self._segs += [seg] * n
+        self._offs.extend(accumulate(lens[:-1], initial=off - seq))  # off - seq: see _Block
+        self._lens.extend(lens)
+        self._rids += rids
+        self._hashes += hashes
+        if self.autoflush and seq + n - self._flushed_next >= self.flush_rows:
+            self.flush(full=False)
+
+    def flush(self, *, full: bool = True) -> None:
+        """Write rows not yet in SQLite in one transaction (no fsync: the index is disposable):
+        every block they touch, whole (the partial last block is rewritten by the next flush),
+        and, when `full` or `run_flush_rows` rows have accumulated, one `run_seqs` row per run
+        touched since the last run flush. The automatic flush passes `full=False`."""
+        start, end, runs_from = self._flushed_next, self.next_seq, self._runs_next
+        fresh: dict[str, list[int]] = {}
+        if end > start:
+            self._group(fresh, start, self._rids[start - self._base :])
+        write_runs = end > runs_from and (full or end - runs_from >= self.run_flush_rows)
+        if end == start and not write_runs:
+            return
+        b = self.block_rows
+        base = self._base
+        segs, offs, lens, rids, hashes = self._segs, self._offs, self._lens, self._rids, self._hashes
+        # held rows start at the partial block holding `start` (base <= start < base + b): the
+        # blocks from base to end are written whole, each column converted once, then cut
+        blocks: list[tuple[int, bytes]] = []
+        held = end - base
+        assert 0 <= start - base < b
+        if end > start:
+            sb = array("q", segs).tobytes()
+            ob = array("q", offs).tobytes()
+            lb = array("I", lens).tobytes()
+            rb = array("I", rids).tobytes()
+            hb = bytes(hashes)
+            prev = self._base_prev
+            for i in range(0, held, b):
+                j = min(i + b, held)
+                blob = b"".join(
+                    (
+                        prev,
+                        sb[8 * i : 8 * j],
+                        ob[8 * i : 8 * j],
+                        lb[4 * i : 4 * j],
+                        rb[4 * i : 4 * j],
+                        hb[_HASH * i : _HASH * j],
+                    )
+                )
+                blocks.append((base + i, blob))
+                prev = hb[_HASH * (j - 1) : _HASH * j]
         db = self._db
         db.execute("BEGIN")
-        new_runs = self._run_order[self._flushed_runs :]
-        if new_runs:
-            db.executemany(
-                "INSERT INTO runs (id, uuid) VALUES (?, ?)",
-                [(self._flushed_runs + i + 1, u) for i, u in enumerate(new_runs)],
-            )
-        db.executemany(
-            "INSERT INTO lines (seq, seg, off, len, hash, run) VALUES (?, ?, ?, ?, ?, ?)", self._pending
-        )
-        db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('format', ?)", (INDEX_FORMAT,))
-        db.execute("COMMIT")
-        last = self._pending[-1]
-        self._flushed_next = last[0] + 1
-        self._flushed_head = last[4].hex()
-        self._last = (last[1], last[2], last[3])
+        try:
+            new_runs = self._run_order[self._flushed_runs :]
+            if new_runs:
+                db.executemany(
+                    "INSERT INTO runs (id, uuid) VALUES (?, ?)",
+                    [(self._flushed_runs + i + 1, u) for i, u in enumerate(new_runs)],
+                )
+            if blocks:
+                db.executemany("INSERT OR REPLACE INTO blocks (first_seq, rows) VALUES (?, ?)", blocks)
+            if write_runs:
+                run_ids = self._run_ids
+                old = self._groups
+                rows = []
+                for run in old.keys() | fresh.keys():
+                    g = old.get(run, []) + fresh.get(run, [])
+                    rows.append((run_ids[run], g[0], array("q", g).tobytes()))
+                db.executemany("INSERT INTO run_seqs (run, first_seq, seqs) VALUES (?, ?, ?)", rows)
+                db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('runs_next', ?)", (end,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._flushed_next = end
         self._flushed_runs = len(self._run_order)
-        self._pending = []
+        if write_runs:
+            self._runs_next = end
+            self._groups = {}
+        else:
+            groups = self._groups
+            for run, seqs in fresh.items():
+                known = groups.get(run)
+                if known is None:
+                    groups[run] = seqs
+                else:
+                    known += seqs
+        keep_from = end - end % b  # keep only the partial last block in memory
+        k = keep_from - base
+        if k > 0:
+            self._base_prev = bytes(hashes[(k - 1) * _HASH : k * _HASH])
+            self._last = (segs[k - 1], offs[k - 1] + keep_from - 1, lens[k - 1])
+            del segs[:k], offs[:k], lens[:k], rids[:k], hashes[: k * _HASH]
+            self._base = keep_from
 
     def flushed_rows_current(self) -> bool:
         """True when the file still ends where this connection last saw it (nobody else
         flushed rows since), so pending rows can be written without clashing."""
-        row = self._db.execute("SELECT MAX(seq) FROM lines").fetchone()
-        last = -1 if row is None or row[0] is None else int(row[0])
-        return last + 1 == self._flushed_next
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            row = db.execute(
+                "SELECT first_seq, length(rows) FROM blocks ORDER BY first_seq DESC LIMIT 1"
+            ).fetchone()
+            runs_next = self._meta("runs_next")
+        finally:
+            db.execute("COMMIT")
+        end = 0 if row is None else int(row[0]) + (int(row[1]) - _HASH) // _ROW
+        return end == self._flushed_next and runs_next == self._runs_next
 
     # ---- reading ---------------------------------------------------------------------
 
-    def _pending_entry(self, seq: int) -> tuple[int, int, int, int, bytes, int] | None:
-        i = seq - self._flushed_next
-        return self._pending[i] if 0 <= i < len(self._pending) else None
-
-    def _hash_at(self, seq: int) -> str:
-        if seq < 0:
-            return ZERO_HASH
-        p = self._pending_entry(seq)
-        if p is not None:
-            return p[4].hex()
-        row = self._db.execute("SELECT hash FROM lines WHERE seq = ?", (seq,)).fetchone()
-        return ZERO_HASH if row is None else bytes(row[0]).hex()
+    def _held_entry(self, seq: int) -> Entry:
+        i = seq - self._base
+        h = self._hashes
+        prev = h[(i - 1) * _HASH : i * _HASH] if i else self._base_prev
+        return Entry(
+            seq,
+            self._segs[i],
+            self._offs[i] + seq,
+            self._lens[i],
+            h[i * _HASH : (i + 1) * _HASH].hex(),
+            prev.hex(),
+        )
 
     def entry(self, seq: int) -> Entry | None:
-        """The row of `seq`, or None when it is not indexed."""
-        p = self._pending_entry(seq)
-        if p is not None:
-            return Entry(seq, p[1], p[2], p[3], p[4].hex(), self._hash_at(seq - 1))
-        row = self._db.execute(
-            "SELECT l.seg, l.off, l.len, l.hash, p.hash FROM lines l LEFT JOIN lines p ON p.seq = l.seq - 1 "
-            "WHERE l.seq = ?",
-            (seq,),
-        ).fetchone()
-        if row is None:
+        """The row of `seq`, or None when it is not indexed. Reads at most one block row.
+
+        Raises `IndexMismatch` when the block holding `seq` is malformed."""
+        if seq >= self._base:
+            return self._held_entry(seq) if seq < self.next_seq else None
+        if seq < 0:
             return None
-        prev = ZERO_HASH if row[4] is None else bytes(row[4]).hex()
-        return Entry(seq, row[0], row[1], row[2], bytes(row[3]).hex(), prev)
+        first = seq - seq % self.block_rows
+        blk = self._cached
+        if blk is None or blk.first != first:
+            row = self._db.execute("SELECT rows FROM blocks WHERE first_seq = ?", (first,)).fetchone()
+            if row is None:
+                return None
+            self._cached = blk = _Block(first, bytes(row[0]))
+        if seq - first >= blk.n:
+            return None
+        return blk.entry(seq - first)
 
     def run_entries(self, run: str) -> list[Entry]:
-        """The rows of one run in seq order ([] for an unknown run)."""
+        """The rows of one run in seq order ([] for an unknown run): its `run_seqs` rows, then
+        each block they name, read once.
+
+        Raises `IndexMismatch` when the file names a seq its block does not hold (a damaged
+        index, or one reset by another process under this reader)."""
         rid = self._run_ids.get(run)
         if rid is None:
             return []
-        out = [
-            Entry(seq, seg, off, ln, bytes(h).hex(), ZERO_HASH if ph is None else bytes(ph).hex())
-            for seq, seg, off, ln, h, ph in self._db.execute(
-                "SELECT l.seq, l.seg, l.off, l.len, l.hash, p.hash FROM lines l "
-                "LEFT JOIN lines p ON p.seq = l.seq - 1 WHERE l.run = ? ORDER BY l.seq",
-                (rid,),
-            )
-        ]
-        for p in self._pending:
-            if p[5] == rid:
-                out.append(Entry(p[0], p[1], p[2], p[3], p[4].hex(), self._hash_at(p[0] - 1)))
+        runs_next = self._runs_next
+        base = self._base
+        b = self.block_rows
+        seqs = array("q")
+        blocks: dict[int, _Block] = {}
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            for (blob,) in db.execute(
+                "SELECT seqs FROM run_seqs WHERE run = ? AND first_seq < ? ORDER BY first_seq",
+                (rid, runs_next),
+            ):
+                try:
+                    seqs.frombytes(blob)
+                except ValueError:
+                    raise IndexMismatch(f"run {run}: a seq list of {len(blob)} bytes") from None
+            seqs.extend(self._groups.get(run, ()))
+            start = self._flushed_next
+            seqs.extend(s for s, r in zip(count(start), self._rids[start - base :], strict=False) if r == rid)
+            wanted = sorted({s - s % b for s in seqs if s < base})
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                marks = ",".join("?" * len(part))
+                for first, blob in db.execute(
+                    f"SELECT first_seq, rows FROM blocks WHERE first_seq IN ({marks})", part
+                ):
+                    blocks[first] = _Block(first, bytes(blob))
+        finally:
+            db.execute("COMMIT")
+        out: list[Entry] = []
+        last = -1
+        for s in seqs:
+            if s <= last or s >= self.next_seq:
+                raise IndexMismatch(f"run {run}: seq {s} listed after seq {last} or past the end")
+            last = s
+            if s >= base:
+                out.append(self._held_entry(s))
+                continue
+            blk = blocks.get(s - s % b)
+            if blk is None or s - blk.first >= blk.n:
+                raise IndexMismatch(f"run {run}: seq {s} is missing from its block")
+            out.append(blk.entry(s - blk.first))
         return out
 
     def runs(self) -> list[str]:
@@ -251,7 +579,7 @@ class LedgerIndex:
 
     def discard_and_close(self) -> None:
         """Close without writing pending rows (a reader, or a writer whose batch failed)."""
-        self._pending = []
+        self._groups = {}
         self._db.close()
 
     def close(self) -> None:

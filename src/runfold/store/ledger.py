@@ -28,7 +28,7 @@ from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.payloads import LogTruncated, WorkspaceInitialized
 from runfold.core.records import Draft, Record
 from runfold.store.durable import fsync_dir
-from runfold.store.index import INDEX_FILE, Entry, LedgerIndex
+from runfold.store.index import FLUSH_ROWS, INDEX_FILE, SCAN_FLUSH_ROWS, Entry, IndexMismatch, LedgerIndex
 from runfold.store.layout import Layout, list_segments
 from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir, scan
 
@@ -315,6 +315,7 @@ class Ledger:
         idx = self._index = self._open_index_file()
         if not self._index_valid(idx):
             idx.reset()
+        idx.flush_rows = SCAN_FLUSH_ROWS
         res = scan(
             self._segments, LineChecker(), sink=self._sink(idx), sink_from=idx.next_seq, progress=progress
         )
@@ -336,6 +337,7 @@ class Ledger:
         if res.unterminated:
             self._restore_newline()
         idx.flush()
+        idx.flush_rows = FLUSH_ROWS
         self.torn_tail_bytes = res.torn_tail_bytes
         if res.torn_tail_bytes:
             # The log_truncated line is written over the torn bytes and the file is cut right
@@ -439,12 +441,15 @@ class Ledger:
             idx = LedgerIndex(None)
         self._index = idx
         try:
-            idx.autoflush = fd is not None
+            # an index only in memory flushes too: its rows are then read through SQLite
+            idx.autoflush = fd is not None or idx.path is None
+            idx.flush_rows = SCAN_FLUSH_ROWS
             res = scan(self._segments, LineChecker(), sink=self._sink(idx), progress=progress)
-            if fd is not None:
+            if idx.autoflush:
                 idx.flush()
         finally:
             idx.autoflush = False
+            idx.flush_rows = FLUSH_ROWS
             if fd is not None:
                 os.close(fd)
         self._next_seq, self._head = res.next_seq, res.head
@@ -683,12 +688,12 @@ class Ledger:
         if not 0 <= seq < self._next_seq:
             raise self._seq_range_error(seq, "read a line")
         for attempt in (0, 1):
-            e = self._idx().entry(seq)
             try:
+                e = self._idx().entry(seq)
                 if e is None:
                     raise _Stale
                 return self._read_entry(e)
-            except _Stale:
+            except (_Stale, IndexMismatch):
                 self._after_stale(attempt, seq)
         raise AssertionError("unreachable")
 
@@ -698,12 +703,16 @@ class Ledger:
         Cost is proportional to the run's lines (index lookup plus one read per line). Raises
         `LineRefused` when the ledger was changed on disk.
         """
+        entries: list[Entry] = []
         for attempt in (0, 1):
-            entries = self._idx().run_entries(run)
             try:
+                entries = self._idx().run_entries(run)
                 self._prefetch(entries)
-                return [self._read_entry(e) for e in entries if e.seq < self._next_seq]
-            except _Stale:
+                out = [self._read_entry(e) for e in entries if e.seq < self._next_seq]
+                if any(r.env.run != run for r in out):  # an index renumbered under this reader
+                    raise _Stale
+                return out
+            except (_Stale, IndexMismatch):
                 self._after_stale(attempt, entries[0].seq if entries else 0)
         raise AssertionError("unreachable")
 
@@ -725,8 +734,10 @@ class Ledger:
         end = self._next_seq
         if self.writer:
             idx.reset()
+            idx.flush_rows = SCAN_FLUSH_ROWS
             res = scan(self._segments, LineChecker(), sink=self._sink(idx))
             idx.flush()
+            idx.flush_rows = FLUSH_ROWS
         else:
             idx.close()
             self._index = None
@@ -811,9 +822,16 @@ class Ledger:
             )
         if since == end:
             return
-        e = self._idx().entry(since)
-        if e is None:
-            raise self._seq_range_error(since, "read lines")
+        e: Entry | None = None
+        for attempt in (0, 1):
+            try:
+                e = self._idx().entry(since)
+                if e is None:
+                    raise _Stale
+                break
+            except (_Stale, IndexMismatch):
+                self._after_stale(attempt, since)
+        assert e is not None
         checker = LineChecker(since, e.prev)
         start = next(i for i, (s, _) in enumerate(self._segments) if s == e.seg)
         off = e.off
