@@ -7,7 +7,6 @@ most 126) so that nothing non-canonical can ever be constructed.
 
 from __future__ import annotations
 
-import re
 from typing import Any, NamedTuple
 
 import blake3
@@ -169,8 +168,47 @@ def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
         if not checked:
             check_json(env.data)  # a lone surrogate: raise the path-naming error
         raise
-    # One orjson call in wire order (a dict keeps insertion order; no key sorting here), with
-    # the data's canonical bytes spliced in as they are.
+    return splice_line(env, data)
+
+
+def splice_line(env: Envelope, data: bytes) -> bytes:
+    """The canonical bytes of a line whose `data` is already encoded: `data` must be
+    `encode_json(env.data)` of checked data (as `encode_line` or `encode_datas` give it).
+
+    Fields in wire order, each spelled as orjson spells it, the data's bytes spliced in as they
+    are. The pieces that repeat from line to line (`{"v":..,"run":..,"seq":` per run, and
+    `who`/`addr`/`kind`/`ig` around `data`) are encoded once and kept (`_SPLICE_CACHE_MAX`
+    entries), so a line costs one format call; the property tests hold it equal to a field-by-
+    field encoder. Raises orjson.JSONEncodeError for a field orjson cannot encode.
+    """
+    v, run, seq, prev, t, who, kind, _, addr, ig = env
+    if type(v) is not int or type(seq) is not int or type(t) is not int:
+        return _splice_dict(env, data)
+    start = _line_starts.get((v, run))
+    if start is None:
+        if len(_line_starts) >= _SPLICE_CACHE_MAX:
+            _line_starts.clear()
+        start = _line_starts[(v, run)] = b'{"v":%d,"run":%b,"seq":' % (v, orjson.dumps(run))
+    around = _data_surroundings.get((who, addr, kind, ig))
+    if around is None:
+        if len(_data_surroundings) >= _SPLICE_CACHE_MAX:
+            _data_surroundings.clear()
+        addr_field = b"" if addr is None else b',"addr":' + orjson.dumps(addr)
+        around = _data_surroundings[(who, addr, kind, ig)] = (
+            b',"who":%b%b,"kind":%b,"data":' % (orjson.dumps(who), addr_field, orjson.dumps(kind)),
+            b',"ig":true}' if ig else b"}",
+        )
+    return b'%b%d,"prev":%b,"t":%d%b%b%b' % (start, seq, orjson.dumps(prev), t, around[0], data, around[1])
+
+
+_SPLICE_CACHE_MAX = 4096
+_line_starts: dict[tuple[int, str], bytes] = {}
+_data_surroundings: dict[tuple[str, str | None, str, bool], tuple[bytes, bytes]] = {}
+
+
+def _splice_dict(env: Envelope, data: bytes) -> bytes:
+    """`splice_line` for an envelope whose numbers are not plain ints (a bool, say, from a
+    damaged line the exact checker re-encodes): one orjson call over the fields in wire order."""
     line: dict[str, Any] = {
         "v": env.v,
         "run": env.run,
@@ -188,6 +226,45 @@ def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
     return orjson.dumps(line)
 
 
+_SEPARATOR = orjson.Fragment(b"0\n")
+"""Between payloads in `encode_datas`'s one array: the number 0 and a raw newline, which no
+encoded value contains (orjson escapes control characters in strings and adds no whitespace), so
+splitting on `,0\n,` gives back each payload's bytes exactly, and the array stays valid JSON."""
+_SPLIT = b",0\n,"
+
+
+def encode_datas(datas: list[dict[str, Json]]) -> list[bytes] | None:
+    """The canonical bytes of each payload (`encode_json(d)` for each d) from one orjson call and
+    one float check for the whole batch, or None when that proof fails for any of them (a
+    float, `null` anywhere, an integer beyond 64 bits, a lone surrogate, a non-str key, deep
+    nesting): then encode each with `encode_line`, which names the bad field.
+
+    The same proof as `_encode_data_fast`, made once per batch instead of once per payload: the
+    writer's staging cost per line (DESIGN.md §3 group commit; issue 2 benchmark (a)).
+    """
+    if not datas:
+        return []
+    items: list[Any] = []
+    add = items.append
+    for data in datas:
+        add(data)
+        add(_SEPARATOR)
+    try:
+        blob = orjson.dumps(items, option=orjson.OPT_SORT_KEYS)
+        if b"null" in blob:
+            return None
+        decode_float_free(blob)
+    except (orjson.JSONEncodeError, TypeError, FloatSeen, msgspec.DecodeError):
+        return None
+    parts = blob[1:-4].split(_SPLIT)
+    if len(parts) != len(datas):
+        return None
+    for part in parts:  # a payload nesting deeper than MAX_DEPTH is longer than 2 * MAX_DEPTH
+        if len(part) > 2 * MAX_DEPTH and part.count(b"{") + part.count(b"[") > MAX_DEPTH:
+            return None
+    return parts
+
+
 _Fragment = orjson.Fragment
 
 
@@ -199,14 +276,3 @@ def chain_hash(raw_line: bytes) -> str:
 def content_hash(content: bytes) -> str:
     """BLAKE3-256 of arbitrary bytes as 64 lowercase hex (CAS keys, request hashes)."""
     return blake3.blake3(content).digest().hex()
-
-
-_FLOATISH = re.compile(rb"[0-9][.eE]")
-
-
-def may_hold_float_or_depth(raw_line: bytes) -> bool:
-    """Cheap pre-filter for the verifier: False means the line cannot hold a float token or
-    nesting deeper than MAX_DEPTH, so the full `check_json` walk can be skipped."""
-    if _FLOATISH.search(raw_line) is not None:
-        return True
-    return raw_line.count(b"{") + raw_line.count(b"[") > MAX_DEPTH

@@ -270,44 +270,46 @@ class LineChecker:
         known = self.known_kinds
         runs = self.run_ids
         decode = _decode_wire
-        encode = _encode_wire
+        encode_into = _wire_encoder.encode_into
+        canonical = bytearray()
         hasher = self._hasher
         update = hasher.update
         digest = hasher.digest
         reset = hasher.reset
         pack = _pack
-        short_line = _SHORT_LINE
+        long_line = _SHORT_LINE + len(ZERO_HASH)  # every accepted prev is 64 hex digits long
         max_open = _MAX_OPEN
         t_min = I64_MIN
         t_max = U64_MAX
         version = FORMAT_VERSION
-        add_version = versions.add
+        seen_version = 0
         for raw in itertools.islice(lines, start, None):
             try:
                 w = decode(raw)
             except (FloatSeen, msgspec.DecodeError):
                 break
-            if not (
-                w.prev == head
-                and w.seq == seq
-                and w.kind in known
-                and w.run in runs
-                and 1 <= w.v <= version
-                and encode(w) == raw
-            ):
+            if not (w.prev == head and w.seq == seq and w.kind in known and w.run in runs):
                 break
+            encode_into(w, canonical)
+            if canonical != raw:
+                break
+            v = w.v
+            if v != seen_version:
+                if not 1 <= v <= version:
+                    break
+                seen_version = v
+                versions.add(v)
             try:
                 pack(w.data)
             except OverflowError:
                 break
             if not t_min <= w.t <= t_max or (
-                len(raw) >= short_line + len(head) and raw.count(b"{") + raw.count(b"[") > max_open
+                len(raw) >= long_line and raw.count(b"{") + raw.count(b"[") > max_open
             ):
                 break
             update(raw)
             head = digest().hex()
             reset()
-            add_version(w.v)
             seq += 1
         self.head = head
         accepted = seq - self.expected_seq
@@ -421,7 +423,8 @@ def _refuse_float(literal: str) -> Any:
 
 
 _decode_wire = msgspec.json.Decoder(_Wire, float_hook=_refuse_float).decode
-_encode_wire = msgspec.json.Encoder(order="deterministic").encode
+_wire_encoder = msgspec.json.Encoder(order="deterministic")
+_encode_wire = _wire_encoder.encode
 _pack = msgspec.msgpack.Encoder().encode
 """MessagePack encoding of decoded data: raises OverflowError for any integer outside
 -2**63..2**64-1, exactly the i64/u64 range `check_json` allows."""

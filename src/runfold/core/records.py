@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from runfold.core.canonical import Envelope
 from runfold.core.errors import ErrorCode, RunfoldError
@@ -16,9 +16,12 @@ from runfold.core.payloads import Payload, read_payload
 P = TypeVar("P", bound=Payload)
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A verified line: its envelope, its exact bytes (no newline), and its chain hash."""
+class Record(NamedTuple):
+    """A verified line: its envelope, its exact bytes (no newline), and its chain hash.
+
+    An immutable NamedTuple, like `Envelope`: readers and the writer build one per line, and a
+    tuple is built several times faster than a frozen dataclass.
+    """
 
     env: Envelope
     raw: bytes

@@ -20,7 +20,15 @@ from types import TracebackType
 import blake3
 
 from runfold.core.address import address_problem
-from runfold.core.canonical import FORMAT_VERSION, I64_MIN, Envelope, chain_hash, encode_line
+from runfold.core.canonical import (
+    FORMAT_VERSION,
+    I64_MIN,
+    Envelope,
+    chain_hash,
+    encode_datas,
+    encode_line,
+    splice_line,
+)
 from runfold.core.chain import LineChecker, LineRefused
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH, is_run_id
@@ -37,8 +45,9 @@ SEGMENT_BYTES = 64 << 20
 RUNTIME = "runtime"
 """The author of lines the runtime writes about itself."""
 _I64_MAX = (1 << 63) - 1
-_new_envelope = tuple.__new__
-"""Builds an Envelope from a tuple of its ten fields without the NamedTuple's Python __new__."""
+_new_tuple = tuple.__new__
+"""Builds an Envelope or a Record from a tuple of its fields without the NamedTuple's Python
+`__new__` (several times cheaper, per staged line)."""
 _CACHE_MAX = 1 << 16
 """Checked run ids / addresses remembered per writer before the sets are cleared."""
 
@@ -488,22 +497,21 @@ class Ledger:
             return []
         seq = self._next_seq + len(self._pending)
         head = self._pending[-1].hash if self._pending else self._head
-        clock: int | None = None
+        clock = now_ms()
         records: list[Record] = []
         append = records.append
         runs_ok = self._runs_ok
         addrs_ok = self._addrs_ok
         known = KNOWN_KIND_NAMES
         hasher = self._hasher
+        update, digest, reset = hasher.update, hasher.digest, hasher.reset
+        new_tuple = _new_tuple
+        datas = [d.data if type(d.data) is dict else _draft_data(d, i) for i, d in enumerate(drafts)]
+        encoded = encode_datas(datas)
         for i, d in enumerate(drafts):
             t = d.t
             if t is None:
-                if clock is None:
-                    clock = now_ms()
                 t = clock
-            data = d.data
-            if type(data) is not dict:
-                data = _draft_data(d, i)
             run, who, kind, addr = d.run, d.who, d.kind, d.addr
             if not (
                 run in runs_ok
@@ -511,8 +519,7 @@ class Ledger:
                 and who
                 and kind in known
                 and (addr is None or addr in addrs_ok)
-                and type(t) is int
-                and I64_MIN <= t <= _I64_MAX
+                and (t is clock or (type(t) is int and I64_MIN <= t <= _I64_MAX))
             ):
                 _check_draft(d, t, i)  # raises naming the field, or the draft is well-formed
                 if len(runs_ok) >= _CACHE_MAX or len(addrs_ok) >= _CACHE_MAX:
@@ -521,12 +528,12 @@ class Ledger:
                 runs_ok.add(run)
                 if addr is not None:
                     addrs_ok.add(addr)
-            env = _new_envelope(Envelope, (FORMAT_VERSION, run, seq, head, t, who, kind, data, addr, d.ig))
-            raw = encode_line(env)
-            hasher.update(raw)
-            head = hasher.digest().hex()
-            hasher.reset()
-            append(Record(env, raw, head))
+            env = new_tuple(Envelope, (FORMAT_VERSION, run, seq, head, t, who, kind, datas[i], addr, d.ig))
+            raw = encode_line(env) if encoded is None else splice_line(env, encoded[i])
+            update(raw)
+            head = digest().hex()
+            reset()
+            append(new_tuple(Record, (env, raw, head)))
             seq += 1
         self._pending.extend(records)
         return records

@@ -1,0 +1,124 @@
+"""The writer encodes a batch's payloads in one call (`encode_datas`, issue 2 benchmark (a)): it
+must give each payload's `encode_json` bytes exactly, or decline (None) whenever any payload is
+one `check_json` refuses, so that the per-line path names the bad field. A staged batch must
+hold the same bytes as lines encoded one by one with `encode_line`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_store_props import json_values, payloads, texts, with_float
+
+from runfold.core.canonical import FORMAT_VERSION, MAX_DEPTH, Envelope, encode_datas, encode_json, encode_line
+from runfold.core.errors import RunfoldError
+from runfold.core.records import Draft
+from runfold.store.ledger import Ledger
+
+RUN = "0190f6a2-7c4a-7bbb-9d1e-000000000001"
+
+
+def _refused(data: dict[str, Any]) -> bool:
+    try:
+        encode_line_of(data)
+    except RunfoldError:
+        return True
+    return False
+
+
+def encode_line_of(data: dict[str, Any]) -> bytes:
+    return encode_line(Envelope(FORMAT_VERSION, RUN, 0, "0" * 64, 0, "w", "tool_result", data))
+
+
+@given(batch=st.lists(payloads, max_size=12))
+def test_a_batch_of_valid_payloads_gives_each_payloads_own_bytes(batch: list[dict[str, Any]]) -> None:
+    expected = [encode_json(d) for d in batch]
+    got = encode_datas(batch)
+    # `null` anywhere sends the batch to the per-line path (a NaN is written as null by orjson)
+    if any(b"null" in e for e in expected):
+        assert got is None
+    else:
+        assert got == expected
+
+
+@given(
+    batch=st.lists(payloads, max_size=6),
+    planted=with_float(),
+    at=st.integers(0, 6),
+)
+def test_one_float_anywhere_declines_the_whole_batch(
+    batch: list[dict[str, Any]], planted: tuple[dict[str, Any], str], at: int
+) -> None:
+    batch.insert(min(at, len(batch)), planted[0])
+    assert encode_datas(batch) is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"x": 1.5},
+        {"x": [1, {"y": 1e16}]},
+        {"x": math.nan},
+        {"x": -math.inf},
+        {"x": 1 << 64},
+        {"x": -(1 << 63) - 1},
+        {"x": "\ud800"},
+        {1: "non-str key"},
+        {"x": object()},
+    ],
+    ids=["float", "exponent", "nan", "-inf", "u64+1", "i64-1", "surrogate", "int-key", "object"],
+)
+def test_each_refused_payload_declines_the_batch(bad: dict[Any, Any]) -> None:
+    assert encode_datas([{"ok": 1}, bad, {"ok": 2}]) is None
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: Any = 0
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return {"k": value}
+
+
+def test_nesting_at_the_cap_is_encoded_and_past_it_declined() -> None:
+    at_cap = _nested(MAX_DEPTH)
+    assert encode_datas([{"a": 1}, at_cap]) == [b'{"a":1}', encode_json(at_cap)]
+    assert encode_datas([{"a": 1}, _nested(MAX_DEPTH + 1)]) is None
+
+
+@given(text=texts, value=json_values)
+def test_payload_text_that_looks_like_the_separator_stays_inside_its_payload(text: str, value: Any) -> None:
+    batch = [{"a": text + "0\n,", "b": value}, {",0\n,": text}, {}]
+    expected = [encode_json(d) for d in batch]
+    got = encode_datas(batch)
+    assert got is None or got == expected
+    if not any(b"null" in e for e in expected):
+        assert got == expected
+
+
+def test_an_empty_batch_is_empty() -> None:
+    assert encode_datas([]) == []
+
+
+@given(batch=st.lists(payloads | with_float().map(lambda p: p[0]), min_size=1, max_size=8))
+def test_a_staged_batch_holds_the_bytes_of_lines_encoded_one_by_one(
+    tmp_path_factory: pytest.TempPathFactory, batch: list[dict[str, Any]]
+) -> None:
+    ws: Path = tmp_path_factory.mktemp("ws")
+    drafts = [Draft(RUN, "lab/room1", "tool_result", d, addr="lab/room1") for d in batch]
+    with Ledger.create(ws) as w:
+        head = w.head
+        if any(_refused(d) for d in batch):
+            with pytest.raises(RunfoldError):
+                w.stage(drafts)
+            assert w.staged == 0
+            return
+        records = w.stage(drafts)
+        for r in records:
+            assert r.env.prev == head
+            assert r.raw == encode_line(r.env)
+            head = r.hash
