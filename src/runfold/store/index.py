@@ -100,7 +100,7 @@ class _Block:
     __slots__ = ("first", "hashes", "lens", "n", "offs", "prev", "rids", "segs")
 
     def __init__(self, first: int, blob: bytes) -> None:
-        n = _rows_in(first, blob)
+        n = _rows_in(first, len(blob))
         self.first = first
         self.n = n
         self.prev = blob[:_HASH]
@@ -119,11 +119,12 @@ _U64 = struct.Struct("=q")
 _U32 = struct.Struct("=I")
 
 
-def _rows_in(first: int, blob: bytes) -> int:
-    """How many rows a block BLOB holds; raises `IndexMismatch` when its size is not 32 + 56·n."""
-    n, rest = divmod(len(blob) - _HASH, _ROW)
+def _rows_in(first: int, size: int) -> int:
+    """How many rows a block BLOB of `size` bytes holds; raises `IndexMismatch` when the size is
+    not 32 + 56·n."""
+    n, rest = divmod(size - _HASH, _ROW)
     if rest or n < 1:
-        raise IndexMismatch(f"block at seq {first} holds {len(blob)} bytes, not 32 + {_ROW}·n")
+        raise IndexMismatch(f"block at seq {first} holds {size} bytes, not 32 + {_ROW}·n")
     return n
 
 
@@ -160,8 +161,6 @@ class LedgerIndex:
         """Rows not yet in SQLite that trigger an automatic flush (default `FLUSH_ROWS`)."""
         self.run_flush_rows = RUN_FLUSH_ROWS
         """Rows an automatic flush lets accumulate before it writes their run lists."""
-        self._cached: tuple[int, bytes, int] | None = None
-        """The block row `entry` read last: (first seq, BLOB, rows), for reads in seq order."""
         self._db = self._connect()
         if self._meta("format") not in (None, INDEX_FORMAT) or not self._only_our_tables():
             self._start_over()
@@ -208,7 +207,6 @@ class LedgerIndex:
         one snapshot; False when the file contradicts itself (the caller resets it)."""
         self._run_ids: dict[str, int] = {}
         self._run_order: list[str] = []
-        self._cached = None
         # rows held in memory: seqs [_base, next_seq), _base a multiple of block_rows
         self._base = 0
         self._base_prev = _ZERO
@@ -529,16 +527,34 @@ class LedgerIndex:
         if seq < 0:
             return None
         first = seq - seq % self.block_rows
-        c = self._cached
-        if c is None or c[0] != first or seq - first >= c[2]:
-            row = self._db.execute("SELECT rows FROM blocks WHERE first_seq = ?", (first,)).fetchone()
-            if row is None:
-                return None
-            blob = bytes(row[0])
-            self._cached = c = (first, blob, _rows_in(first, blob))
-        if seq - first >= c[2]:
+        i = seq - first
+        try:  # read the row in place: a few bytes of the block, not its whole BLOB
+            blob = self._db.blobopen("blocks", "rows", first, readonly=True)
+        except sqlite3.OperationalError:  # no block row there
             return None
-        return _blob_entry(first, c[1], c[2], seq - first)
+        with blob:
+            n = _rows_in(first, len(blob))
+            if i >= n:
+                return None
+            blob.seek(_HASH + 8 * i)
+            seg = _U64.unpack(blob.read(8))[0]
+            blob.seek(_HASH + 8 * n + 8 * i)
+            off = _U64.unpack(blob.read(8))[0] + seq
+            blob.seek(_HASH + 16 * n + 4 * i)
+            length = _U32.unpack(blob.read(4))[0]
+            h = _HASH + 24 * n + _HASH * i
+            if i:
+                blob.seek(h - _HASH)
+                both = blob.read(2 * _HASH)
+                prev, own = both[:_HASH], both[_HASH:]
+            else:
+                blob.seek(0)
+                prev = blob.read(_HASH)
+                blob.seek(h)
+                own = blob.read(_HASH)
+        if len(own) != _HASH:
+            raise IndexMismatch(f"block at seq {first} is shorter than its row {i}")
+        return Entry(seq, seg, off, length, own.hex(), prev.hex())
 
     def run_entries(self, run: str) -> list[Entry]:
         """The rows of one run in seq order ([] for an unknown run): its `run_seqs` rows, then
@@ -575,7 +591,7 @@ class LedgerIndex:
                 for first, blob in db.execute(
                     f"SELECT first_seq, rows FROM blocks WHERE first_seq IN ({marks})", part
                 ):
-                    blocks[first] = (blob, _rows_in(first, blob))
+                    blocks[first] = (blob, _rows_in(first, len(blob)))
         finally:
             db.execute("COMMIT")
         out: list[Entry] = []
