@@ -10,15 +10,17 @@ import math
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_store_props import json_values, payloads, texts, with_float
 
 from runfold.core.canonical import FORMAT_VERSION, MAX_DEPTH, Envelope, encode_datas, encode_json, encode_line
-from runfold.core.errors import RunfoldError
+from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.records import Draft
 from runfold.store.ledger import Ledger
+from runfold.store.verify import verify_path
 
 RUN = "0190f6a2-7c4a-7bbb-9d1e-000000000001"
 
@@ -122,3 +124,57 @@ def test_a_staged_batch_holds_the_bytes_of_lines_encoded_one_by_one(
             assert r.env.prev == head
             assert r.raw == encode_line(r.env)
             head = r.hash
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"b":1, "a":2}',  # a space
+        b'{"b":1,"a":2}',  # keys out of order
+        b'{"a":1,"a":2}',  # a duplicate key
+        b'"\\u0041"',  # an escape orjson does not write
+        b"-0",  # an integer spelled two ways
+        b"[1,\n2]",  # a raw newline, like the batch separator
+        b"0\n,{}",  # the separator itself
+    ],
+)
+def test_a_fragment_of_bytes_orjson_would_not_write_is_refused_naming_the_draft(
+    tmp_path: Path, raw: bytes
+) -> None:
+    """An `orjson.Fragment` in a payload is spliced in as raw bytes: the one-call proof must not
+    let non-canonical bytes through (the writer would write a line `verify` refuses)."""
+    bad = {"source": "user", "text": "x", "extra": orjson.Fragment(raw)}
+    assert encode_datas([{"ok": 1}, bad]) is None
+    with pytest.raises(RunfoldError) as err:
+        encode_line_of(bad)
+    assert err.value.code is ErrorCode.INVALID_ARGS and err.value.subject == "data.extra"
+    with Ledger.create(tmp_path) as w:
+        before = w.segments()[-1].read_bytes()
+        good = {"source": "user", "text": "fine"}
+        with pytest.raises(RunfoldError) as err:
+            w.append([Draft(RUN, "person", "steer_received", d) for d in (good, bad, good)])
+        assert err.value.subject == "drafts[1].data.extra"
+        assert w.staged == 0 and w.segments()[-1].read_bytes() == before
+    assert verify_path(tmp_path).lines == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        (1.5, "data.text"),
+        (2**64, "data.text"),
+        ("\ud800", "data.text"),
+        ({"deep": {1: 2}}, "data.text.deep[1]"),
+    ],
+)
+def test_a_batch_mixing_good_and_bad_drafts_writes_nothing_and_names_the_draft(
+    tmp_path: Path, value: Any, field: str
+) -> None:
+    good = Draft(RUN, "person", "steer_received", {"source": "user", "text": "ok"})
+    bad = Draft(RUN, "person", "steer_received", {"source": "user", "text": value})
+    with Ledger.create(tmp_path) as w:
+        with pytest.raises(RunfoldError) as err:
+            w.append([good, good, bad, good])
+        assert err.value.code is ErrorCode.INVALID_ARGS and err.value.subject == f"drafts[2].{field}"
+        assert w.staged == 0 and w.next_seq == 1
+    assert verify_path(tmp_path).lines == 1

@@ -97,8 +97,10 @@ def _encode_data_fast(data: Json) -> bytes | None:
     """`data`'s canonical bytes when proven with C calls that `check_json` would accept it:
     orjson encodes it (no non-str key, no integer beyond 64 bits, no lone surrogate), re-parsing
     meets no float literal, and its opening brackets bound its depth (more than MAX_DEPTH of
-    them, each with its closing bracket, need more than 2 * MAX_DEPTH bytes). None: run `check_json`
-    (also whenever the bytes hold `null`: orjson writes a NaN or infinite float as `null`).
+    them, each with its closing bracket, need more than 2 * MAX_DEPTH bytes), and re-encoding the
+    parsed bytes gives them back (an `orjson.Fragment` in `data` would splice in raw bytes). None:
+    run `check_json` (also whenever the bytes hold `null`: orjson writes a NaN or infinite float
+    as `null`).
     (orjson also encodes datetimes, UUIDs and dataclasses, as strings and objects; such values
     then land in the ledger in that JSON form.)"""
     try:
@@ -107,7 +109,8 @@ def _encode_data_fast(data: Json) -> bytes | None:
             len(encoded) > 2 * MAX_DEPTH and encoded.count(b"{") + encoded.count(b"[") > MAX_DEPTH
         ):
             return None
-        decode_float_free(encoded)
+        if orjson.dumps(decode_float_free(encoded), option=orjson.OPT_SORT_KEYS) != encoded:
+            return None  # an orjson.Fragment spliced in bytes orjson would not write
     except (orjson.JSONEncodeError, TypeError, FloatSeen, msgspec.DecodeError):
         return None
     return encoded
@@ -253,7 +256,15 @@ def encode_datas(datas: list[dict[str, Json]]) -> list[bytes] | None:
         blob = orjson.dumps(items, option=orjson.OPT_SORT_KEYS)
         if b"null" in blob:
             return None
-        decode_float_free(blob)
+        # re-encoding the parsed batch gives the blob back (the separators' newlines aside) only
+        # when every byte is orjson's own: an orjson.Fragment inside a payload splices raw bytes
+        # (spaces, newlines, unsorted or duplicate keys, `\u` escapes, `-0`) that check_json refuses
+        flat = blob.replace(b"\n", b"")
+        if (
+            len(blob) - len(flat) != len(datas)
+            or orjson.dumps(decode_float_free(blob), option=orjson.OPT_SORT_KEYS) != flat
+        ):
+            return None
     except (orjson.JSONEncodeError, TypeError, FloatSeen, msgspec.DecodeError):
         return None
     parts = blob[1:-4].split(_SPLIT)

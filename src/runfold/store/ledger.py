@@ -529,7 +529,7 @@ class Ledger:
                 if addr is not None:
                     addrs_ok.add(addr)
             env = new_tuple(Envelope, (FORMAT_VERSION, run, seq, head, t, who, kind, datas[i], addr, d.ig))
-            raw = encode_line(env) if encoded is None else splice_line(env, encoded[i])
+            raw = _encode_draft(env, i) if encoded is None else splice_line(env, encoded[i])
             update(raw)
             head = digest().hex()
             reset()
@@ -931,6 +931,17 @@ def _draft_data(d: Draft, i: int) -> dict[str, object]:
         raise invalid_args(
             "append a line", f"drafts[{i}].data ({exc})", "give a payload of the draft's kind"
         ) from None
+
+
+def _encode_draft(env: Envelope, i: int) -> bytes:
+    """`encode_line(env)` of draft `i` of a batch; its refusal (`E_INVALID_ARGS` naming the
+    field, e.g. `data.usage.ratio`) names the draft too: `drafts[i].data.usage.ratio`."""
+    try:
+        return encode_line(env)
+    except RunfoldError as exc:
+        if exc.code is not ErrorCode.INVALID_ARGS:
+            raise
+        raise invalid_args(exc.action, f"drafts[{i}].{exc.subject}", exc.recovery, exc.nearby) from None
 
 
 def _check_draft(d: Draft, t: int, i: int) -> None:
