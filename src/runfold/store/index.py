@@ -32,9 +32,10 @@ from typing import cast
 
 from runfold.core.ids import WORKSPACE_RUN
 
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 """Bumped when the schema changes; an index of another format is dropped and rebuilt.
-1: one SQLite row per line. 2: one row per block of seqs, one row per run per run flush."""
+1: one SQLite row per line. 2: one row per block of seqs, one row per run per run flush.
+3: as 2, and each run's count of seqs in `run_seqs` (a run list that lost a seq is caught)."""
 INDEX_FILE = "index.sqlite"
 FLUSH_ROWS = 4096
 """Rows not yet in SQLite that trigger an automatic flush of their blocks (and on close)."""
@@ -60,7 +61,7 @@ _ZERO = bytes(_HASH)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
-CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL UNIQUE, n INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS blocks (first_seq INTEGER PRIMARY KEY, rows BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS run_seqs (
   run INTEGER NOT NULL, first_seq INTEGER NOT NULL, seqs BLOB NOT NULL, PRIMARY KEY (run, first_seq)
@@ -462,6 +463,9 @@ class LedgerIndex:
                     g = old.get(run, []) + fresh.get(run, [])
                     rows.append((run_ids[run], g[0], array("q", g).tobytes()))
                 db.executemany("INSERT INTO run_seqs (run, first_seq, seqs) VALUES (?, ?, ?)", rows)
+                db.executemany(
+                    "UPDATE runs SET n = n + ? WHERE id = ?", [(len(r[2]) // 8, r[0]) for r in rows]
+                )
                 db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('runs_next', ?)", (end,))
             db.execute("COMMIT")
         except BaseException:
@@ -560,8 +564,10 @@ class LedgerIndex:
         """The rows of one run in seq order ([] for an unknown run): its `run_seqs` rows, then
         each block they name, read once.
 
-        Raises `IndexMismatch` when the file names a seq its block does not hold (a damaged
-        index, or one reset by another process under this reader)."""
+        Raises `IndexMismatch` when the file names a seq its block does not hold, or the run's
+        `run_seqs` rows hold another number of seqs than the run's count (a seq or a row lost:
+        the lines are read by seq, so nothing else would notice a missing one), a damaged
+        index, or one reset by another process under this reader."""
         rid = self._run_ids.get(run)
         if rid is None:
             return []
@@ -581,6 +587,14 @@ class LedgerIndex:
                     seqs.frombytes(blob)
                 except ValueError:
                     raise IndexMismatch(f"run {run}: a seq list of {len(blob)} bytes") from None
+            row = db.execute("SELECT n FROM runs WHERE id = ?", (rid,)).fetchone()
+            counted = row[0] if row is not None else 0 if rid > self._flushed_runs else None
+            # the count covers every run list in the file: compare it only while nobody else
+            # has written run lists since this connection loaded (None: the run has vanished)
+            if counted != len(seqs) and (counted is None or self._meta("runs_next") == runs_next):
+                raise IndexMismatch(
+                    f"run {run}: its seq lists hold {len(seqs)} seqs, the index counted {counted}"
+                )
             seqs.extend(self._groups.get(run, ()))
             start = self._flushed_next
             seqs.extend(s for s, r in zip(count(start), self._rids[start - base :], strict=False) if r == rid)

@@ -320,8 +320,17 @@ class Ledger:
         return sink
 
     def _load_writer(self, progress: Progress | None) -> None:
-        self._index_lock_fd = self._index_lock(block=True)
-        idx = self._index = self._open_index_file()
+        try:
+            self._index_lock_fd = self._index_lock(block=True)
+            idx = self._index = self._open_index_file()
+        except (OSError, sqlite3.Error) as exc:
+            raise RunfoldError(
+                ErrorCode.STORAGE_FATAL,
+                f"open the index for writing ({exc})",
+                str(self.layout.index_dir),
+                "remove that directory or what blocks it (the index is disposable: runfold rebuilds "
+                "it from the ledger), then run the command again",
+            ) from exc
         if not self._index_valid(idx):
             idx.reset()
         idx.flush_rows = SCAN_FLUSH_ROWS
@@ -424,7 +433,10 @@ class Ledger:
 
     def _reader_flush(self, idx: LedgerIndex) -> None:
         """Persist catch-up rows when no writer holds the index (best effort; the index is a cache)."""
-        fd = self._index_lock(block=False)
+        try:
+            fd = self._index_lock(block=False)
+        except OSError:  # the index directory is unusable: keep the rows in memory
+            return
         if fd is None:
             return
         try:
@@ -436,7 +448,10 @@ class Ledger:
             os.close(fd)
 
     def _rebuild_reader_index(self, progress: Progress | None) -> None:
-        fd = self._index_lock(block=False) if os.access(self.layout.root, os.W_OK) else None
+        try:
+            fd = self._index_lock(block=False) if os.access(self.layout.root, os.W_OK) else None
+        except OSError:  # the index directory is unusable (a file there, say): index in memory
+            fd = None
         idx: LedgerIndex
         if fd is not None:
             try:
