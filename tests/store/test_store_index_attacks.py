@@ -1,10 +1,12 @@
-"""Hand-damaged index files (issue 2 storage review): a run list that lost a seq or a row, and an
-index path blocked by a directory or a file. Readers must still answer exactly the ledger's lines
-(rebuilding the index, or keeping one in memory); a writer refuses with a clear error.
+"""Hand-damaged index files (issue 2 storage review): a run list that lost a seq or a row, an
+index path blocked by a directory or a file, random bytes over the SQLite file. Readers must
+still answer exactly the ledger's lines (rebuilding the index); a writer that cannot open the
+index refuses with a clear error and writes nothing.
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 import subprocess
 import sys
@@ -59,6 +61,8 @@ def test_a_run_list_that_lost_a_seq_is_caught_not_answered_short(tmp_path: Path,
 
 
 @pytest.mark.parametrize("blocked", ["index file", "wal file", "lock file", "index directory"])
+# (a reader meeting a file where the index directory belongs is E_STORAGE_FATAL, exit 3: see
+# tests/cli/test_environment_errors.py)
 def test_an_index_path_blocked_by_a_directory_or_file(tmp_path: Path, blocked: str) -> None:
     ws = tmp_path / "ws"
     build(ws, 200)
@@ -72,14 +76,50 @@ def test_an_index_path_blocked_by_a_directory_or_file(tmp_path: Path, blocked: s
         path = d / {"index file": INDEX_FILE, "wal file": f"{INDEX_FILE}-wal", "lock file": "lock"}[blocked]
         path.unlink(missing_ok=True)
         path.mkdir()
-    with Ledger.open(ws, writer=False) as r:
-        assert {run: [x.raw for x in r.run_records(run)] for run in expected} == expected
-    out = subprocess.run(
-        [*RUNFOLD, "log", "-w", str(ws), "--run", RUN_IDS[2], "--json"], capture_output=True, check=True
-    ).stdout
-    assert out.splitlines() == expected[RUN_IDS[2]]
+    if blocked != "index directory":
+        with Ledger.open(ws, writer=False) as r:
+            assert {run: [x.raw for x in r.run_records(run)] for run in expected} == expected
+        out = subprocess.run(
+            [*RUNFOLD, "log", "-w", str(ws), "--run", RUN_IDS[2], "--json"], capture_output=True, check=True
+        ).stdout
+        assert out.splitlines() == expected[RUN_IDS[2]]
     with pytest.raises(RunfoldError) as err:
         Ledger.open(ws, writer=True)
     assert err.value.code is ErrorCode.STORAGE_FATAL and err.value.subject == str(d)
     assert "index is disposable" in err.value.recovery
     assert [p.read_bytes() for p in Layout(ws).ledger_dir.iterdir()] == before
+
+
+GARBAGE_TRIALS = [5, *range(100, 110)]
+"""Seeds of garbage patterns (5 and 105 made readers fail with SQLite's "database disk image is
+malformed" before reads fell back to a rebuild); a bounded count keeps the default suite short."""
+
+
+@pytest.mark.parametrize("seed", GARBAGE_TRIALS)
+def test_garbage_over_the_index_file_never_gives_a_wrong_line(
+    tmp_path_factory: pytest.TempPathFactory, seed: int
+) -> None:
+    base = tmp_path_factory.getbasetemp() / "garbage-base"
+    if not base.exists():
+        build(base, 5000)
+        Ledger.open(base, writer=False).close()
+    expected = by_scan(base)
+    ws = tmp_path_factory.mktemp("ws")
+    shutil.rmtree(ws)
+    shutil.copytree(base, ws)
+    path = Layout(ws).index_dir / INDEX_FILE
+    size = path.stat().st_size
+    rng = random.Random(seed)
+    with open(path, "r+b") as f:  # random bytes over random places, mostly past the first page
+        for _ in range(rng.choice([1, 4, 50])):
+            f.seek(rng.randrange(16384, size) if rng.random() < 0.8 else rng.randrange(0, size))
+            f.write(rng.randbytes(rng.choice([1, 8, 300])))
+    every = [raw for lines in expected.values() for raw in lines]
+    with Ledger.open(ws, writer=False) as r:
+        assert {run: [x.raw for x in r.run_records(run)] for run in expected} == expected
+        for s in rng.sample(range(r.next_seq), 20):
+            assert r.record_at(s).seq == s and r.record_at(s).raw in every
+        since = rng.randrange(r.next_seq)
+        assert [x.seq for x in r.records(since)] == list(range(since, r.next_seq))
+    with Ledger.open(ws, writer=True) as w:
+        assert {run: [x.raw for x in w.run_records(run)] for run in expected} == expected

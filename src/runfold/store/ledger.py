@@ -130,6 +130,11 @@ def _take_writer_lock(path: Path) -> int:
     return fd
 
 
+_LONG_LINE = 1 << 24
+"""Bytes of an index row's line length past which `_read_entry` checks it against the segment's
+size before reading (a damaged row may claim up to 4 GiB, which `os.pread` allocates first)."""
+
+
 class _Stale(Exception):
     """Internal: a line read through the index did not match its row."""
 
@@ -273,12 +278,20 @@ class Ledger:
         else:
             self._load_reader(progress)
 
-    def _open_index_file(self) -> LedgerIndex:
+    def _open_index_file(self, *, reset: bool = False) -> LedgerIndex:
+        """The index file, opened (and emptied when `reset`); a file SQLite finds malformed is
+        deleted and made anew (the index is disposable). Call it holding the index lock."""
         self.layout.index_dir.mkdir(parents=True, exist_ok=True)
         path = self.layout.index_dir / INDEX_FILE
+        idx: LedgerIndex | None = None
         try:
-            return LedgerIndex(path)
+            idx = LedgerIndex(path)
+            if reset:
+                idx.reset()
+            return idx
         except sqlite3.DatabaseError:
+            if idx is not None:
+                idx.discard_and_close()
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
             return LedgerIndex(path)
@@ -433,10 +446,7 @@ class Ledger:
 
     def _reader_flush(self, idx: LedgerIndex) -> None:
         """Persist catch-up rows when no writer holds the index (best effort; the index is a cache)."""
-        try:
-            fd = self._index_lock(block=False)
-        except OSError:  # the index directory is unusable: keep the rows in memory
-            return
+        fd = self._index_lock(block=False)
         if fd is None:
             return
         try:
@@ -448,15 +458,11 @@ class Ledger:
             os.close(fd)
 
     def _rebuild_reader_index(self, progress: Progress | None) -> None:
-        try:
-            fd = self._index_lock(block=False) if os.access(self.layout.root, os.W_OK) else None
-        except OSError:  # the index directory is unusable (a file there, say): index in memory
-            fd = None
+        fd = self._index_lock(block=False) if os.access(self.layout.root, os.W_OK) else None
         idx: LedgerIndex
         if fd is not None:
             try:
-                idx = self._open_index_file()
-                idx.reset()
+                idx = self._open_index_file(reset=True)
             except (sqlite3.Error, OSError):
                 os.close(fd)
                 fd = None
@@ -715,7 +721,7 @@ class Ledger:
                 if e is None:
                     raise _Stale
                 return self._read_entry(e)
-            except (_Stale, IndexMismatch):
+            except (_Stale, IndexMismatch, sqlite3.DatabaseError):
                 self._after_stale(attempt, seq)
         raise AssertionError("unreachable")
 
@@ -734,7 +740,7 @@ class Ledger:
                 if any(r.env.run != run for r in out):  # an index renumbered under this reader
                     raise _Stale
                 return out
-            except (_Stale, IndexMismatch):
+            except (_Stale, IndexMismatch, sqlite3.DatabaseError):
                 self._after_stale(attempt, entries[0].seq if entries else 0)
         raise AssertionError("unreachable")
 
@@ -755,13 +761,17 @@ class Ledger:
         idx = self._idx()
         end = self._next_seq
         if self.writer:
-            idx.reset()
+            try:
+                idx.reset()
+            except sqlite3.DatabaseError:  # a malformed file: start a new one
+                idx.discard_and_close()
+                idx = self._index = self._open_index_file(reset=True)
             idx.flush_rows = SCAN_FLUSH_ROWS
             res = scan(self._segments, LineChecker(), sink=self._sink(idx))
             idx.flush()
             idx.flush_rows = FLUSH_ROWS
         else:
-            idx.close()
+            idx.discard_and_close()  # a reader writes the index only holding its lock
             self._index = None
             self._rebuild_reader_index(None)
             res_next = self._next_seq
@@ -793,7 +803,10 @@ class Ledger:
         return fd
 
     def _read_entry(self, e: Entry) -> Record:
-        data = os.pread(self._read_fd(e.seg), e.len + 1, e.off)
+        fd = self._read_fd(e.seg)
+        if e.off < 0 or (e.len > _LONG_LINE and e.off + e.len > os.fstat(fd).st_size):
+            raise _Stale  # a damaged row: pread would fail, or allocate its length first
+        data = os.pread(fd, e.len + 1, e.off)
         if len(data) == e.len and e.seq == self._next_seq - 1:
             raw = data  # the last line, missing only its newline (a writer adds it on open)
         elif len(data) != e.len + 1 or data[-1] != 0x0A:
@@ -845,17 +858,19 @@ class Ledger:
         if since == end:
             return
         e: Entry | None = None
+        start = 0
         for attempt in (0, 1):
             try:
                 e = self._idx().entry(since)
                 if e is None:
                     raise _Stale
+                self._read_entry(e)  # the row is right (else the stream below would refuse a sound ledger)
+                start = next(i for i, (s, _) in enumerate(self._segments) if s == e.seg)
                 break
-            except (_Stale, IndexMismatch):
+            except (_Stale, IndexMismatch, sqlite3.DatabaseError):
                 self._after_stale(attempt, since)
         assert e is not None
         checker = LineChecker(since, e.prev)
-        start = next(i for i, (s, _) in enumerate(self._segments) if s == e.seg)
         off = e.off
         seq = since
         for _seg, path in self._segments[start:]:
