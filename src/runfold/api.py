@@ -280,7 +280,7 @@ class Workspace:
         if not nearby:
             hint = "the ledger holds no runs yet"
         elif _shared_prefix(nearby[0], key) == 0:
-            hint = "no run id starts like it; `runfold runs` lists them"
+            hint = "`runfold runs` lists them"
         else:
             hint = "closest: " + ", ".join(nearby)
         raise invalid_args(

@@ -37,3 +37,24 @@ def test_appends_part_compares_the_same_bytes(tmp_path: Path) -> None:
     sqlite_lines = [bytes(row[0]) for row in db.execute("SELECT line FROM lines ORDER BY seq")]
     db.close()
     assert sqlite_lines == ledger_lines
+
+
+def test_cached_ledger_is_reused_only_when_its_key_matches(tmp_path: Path) -> None:
+    bench = load_bench()
+    big = tmp_path / "big"
+    assert "built 50 lines" in bench.cached_ledger(big, 50, 5)
+    assert "reused" in bench.cached_ledger(big, 50, 5)
+    assert verify_path(big).lines == 50
+    # a marker left by another size (or an older build's bare "ok") is rebuilt, never measured
+    (big / "built").write_text("ok")
+    assert "built 50 lines" in bench.cached_ledger(big, 50, 5)
+    assert "built 60 lines" in bench.cached_ledger(big, 60, 5)
+    assert verify_path(big).lines == 60
+    assert (big / "built").read_text() == bench.cache_key(60, 5)
+
+
+def test_verdict_names_met_and_missed_goals() -> None:
+    bench = load_bench()
+    assert bench.verdict(1.0, 1.0) == ">= 1: met"
+    assert bench.verdict(0.99, 1.0) == ">= 1: MISSED"
+    assert bench.verdict(615, 100, "x") == ">= 100x: met"

@@ -62,6 +62,28 @@ def assert_valid(root: Path, run: str) -> None:
 # ---- run: completions and exit codes ---------------------------------------------------------
 
 
+def test_next_commands_name_the_workspace_when_run_from_elsewhere(ws: Path, tmp_path: Path) -> None:
+    """`runfold run ... -w DIR` from outside DIR (the README's own first example): every suggested
+    command carries `-w DIR` and works as printed from that same directory; `resume` too."""
+    elsewhere = tmp_path / "elsewhere dir"  # a space: the path is shell-quoted
+    elsewhere.mkdir()
+    spec = script(ws, call("t1", "read_file", {"path": "notes.md"}), name="s1.jsonl")
+    res = run_cli("run", "read the notes", "--model", spec, "--max-turns", "1", "-w", ws, cwd=elsewhere)
+    assert res.code == 5, res.out + res.err
+    nexts = [line.strip() for line in res.out.split("next:")[1].splitlines() if line.strip()]
+    assert len(nexts) == 6 and nexts[0].startswith("runfold continue ")
+    for cmd in nexts:
+        assert cmd.endswith(f" -w {ws}"), cmd
+        if not cmd.startswith("runfold continue"):
+            done = run_cli(*cmd.split()[1:], cwd=elsewhere)
+            assert done.code == 0, (cmd, done.out, done.err)
+    resumed = run_cli("resume", "-w", ws, cwd=elsewhere)
+    assert resumed.code == 0 and f" -w {ws}  [--task TEXT]" in resumed.out, resumed.out
+    # from inside the workspace (or a folder below it) the commands stay short
+    inside = run_cli("resume", cwd=ws / "docs")
+    assert inside.code == 0 and " -w " not in inside.out, inside.out
+
+
 def test_done_prints_live_lines_summary_and_next_commands(ws: Path) -> None:
     spec = script(
         ws,

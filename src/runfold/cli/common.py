@@ -8,6 +8,7 @@ code (documented in `EXIT_CODES_HELP` and the README).
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import traceback
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
+from runfold.api import Workspace
 from runfold.core.chain import LineRefused
 from runfold.core.errors import ErrorCode, RunfoldError
 
@@ -105,6 +107,20 @@ def json_line(obj: Any) -> str:
 def echo_json(obj: Any) -> None:
     """Print one JSON value on one line of stdout."""
     sys.stdout.write(json_line(obj) + "\n")
+
+
+def workspace_flag(root: Path) -> str:
+    """The ` -w DIR` a suggested command (`next: runfold ...`) needs to reach the workspace at
+    `root` when run from the current directory: empty when the default lookup (`$RUNFOLD_WORKSPACE`,
+    else upward from the current directory) already finds `root`, else ` -w <root>` quoted for
+    a POSIX shell. Never raises."""
+    try:
+        with Workspace.open(None) as found:
+            if found.root.resolve() == root.resolve():
+                return ""
+    except (RunfoldError, OSError):
+        pass
+    return f" -w {shlex.quote(str(root))}"
 
 
 def want_json(ctx: typer.Context, json_flag: bool) -> bool:

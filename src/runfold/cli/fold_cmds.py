@@ -20,6 +20,7 @@ from runfold.cli.common import (
     echo_json,
     out_console,
     want_json,
+    workspace_flag,
 )
 from runfold.core.fold.runs import cost_text, render_tree, short_id, status_text
 from runfold.core.fold.why import TOKEN_ESTIMATE, UNATTRIBUTED
@@ -213,7 +214,10 @@ def fork_cmd(
     if plan.moved is not None:
         con.print(f"cut moved from seq {plan.asked}: {plan.moved}", markup=False)
     con.print(f"inherited {len(plan.inherited.messages)} message(s)", markup=False)
-    con.print(f"next: runfold continue {plan.new_run} [--model SPEC] to run it", markup=False)
+    con.print(
+        f"next: runfold continue {plan.new_run}{workspace_flag(ws.root)} [--model SPEC] to run it",
+        markup=False,
+    )
 
 
 # ---- runs and tree ------------------------------------------------------------------------

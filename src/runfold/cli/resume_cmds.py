@@ -20,6 +20,7 @@ from runfold.cli.common import (
     err_console,
     out_console,
     want_json,
+    workspace_flag,
 )
 from runfold.cli.fold_cmds import RunArg
 from runfold.cli.run_cmds import RUN_EPILOG, run_live
@@ -52,6 +53,7 @@ def resume_cmd(
     report = ws.resume()
     waiting = ws.waiting_runs()
     all_runs = ws.runs()
+    where = workspace_flag(ws.root)
     ws.close()
     if as_json:
         echo_json(
@@ -104,7 +106,7 @@ def resume_cmd(
         lines.append("waiting for you (ended without finishing, not continued yet):")
         lines += [
             f"  {short[s.run]}  {s.status}{f' ({s.cause})' if s.cause else ''}  {_head(s.task)}"
-            f"\n      runfold continue {short[s.run]}  [--task TEXT] [--model SPEC]"
+            f"\n      runfold continue {short[s.run]}{where}  [--task TEXT] [--model SPEC]"
             for s in waiting
         ]
     out_console().print("\n".join(lines), markup=False, highlight=False)

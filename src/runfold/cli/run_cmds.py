@@ -33,6 +33,7 @@ from runfold.cli.common import (
     json_line,
     out_console,
     want_json,
+    workspace_flag,
 )
 from runfold.cli.live import LiveView, tokens, usd
 from runfold.core.errors import invalid_args
@@ -128,14 +129,16 @@ def _usage_obj(outcome: RunOutcome) -> dict[str, int]:
     return {"input": u.input, "output": u.output, "cache_read": u.cache_read, "cache_write": u.cache_write}
 
 
-def _next_commands(run_id: str, fork_at: int | None, completion: str = "done") -> list[str]:
+def _next_commands(run_id: str, fork_at: int | None, completion: str = "done", where: str = "") -> list[str]:
+    """The commands the summary suggests; `where` is `workspace_flag(root)` (` -w DIR` when the
+    current directory would not find the workspace), appended to each."""
     out = [f"runfold conversation {run_id}", f"runfold replay {run_id}", f"runfold cost {run_id}"]
     if completion != "done":
         out.insert(0, f"runfold continue {run_id}")
     if fork_at is not None:
         out.append(f"runfold fork {run_id} --at {fork_at}")
     out.append(f"runfold log --run {run_id}")
-    return out
+    return [cmd + where for cmd in out]
 
 
 def run_cmd(
@@ -278,7 +281,7 @@ def run_live(
             return
         finally:
             ws.close()
-        _finish(ctx, outcome, view, last_safe, record, json, events)
+        _finish(ctx, outcome, view, last_safe, record, json, events, workspace_flag(ws.root))
 
 
 class _EventPrinter:
@@ -337,11 +340,13 @@ def _finish(
     record: Path | None,
     json: bool,
     events: bool = False,
+    where: str = "",
 ) -> None:
     """Print the outcome (summary or JSON) and exit with the completion's code; with `events`
-    (and not `json`) the summary goes to stderr, keeping stdout JSON Lines."""
+    (and not `json`) the summary goes to stderr, keeping stdout JSON Lines. `where`: the
+    ` -w DIR` the suggested commands need (see `workspace_flag`)."""
     fork_at = last_safe[-1] if last_safe else None
-    nexts = _next_commands(outcome.run_id, fork_at, outcome.completion)
+    nexts = _next_commands(outcome.run_id, fork_at, outcome.completion, where)
     code = COMPLETION_EXIT.get(outcome.completion, EXIT_ERROR)
     if json:
         echo_json(
