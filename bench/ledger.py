@@ -9,11 +9,13 @@ from this build's; delete it to rebuild).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sqlite3
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import blake3
 
@@ -40,41 +42,71 @@ def draft(i: int, runs: int = 100) -> Draft:
     )
 
 
-def bench_appends(root: Path, batch: int, batches: int) -> tuple[float, float, float]:
-    """Durable lines/s for runfold and for SQLite (WAL, synchronous=FULL, one transaction per
-    batch), same line bytes. The two alternate batch by batch (runfold appends batch k, then
-    SQLite inserts batch k's bytes), so both see the same disk and CPU conditions on a shared
-    machine. Each side's time counts only its own storage call, on input made before its clock
-    starts: runfold's `append(drafts)` (checks, canonical bytes, chain hashes, write, fsync,
-    index rows) and SQLite's BEGIN/executemany/COMMIT of the finished line bytes. Returns
-    (runfold lines/s, SQLite lines/s, runfold lines/s counting the building of its drafts)."""
+class Appends(NamedTuple):
+    """Part (a) at one batch size, each in lines/s made durable."""
+
+    runfold: float
+    """`Ledger.append` (stage: checks, canonical bytes, chain hashes; flush: write, fsync, index)."""
+    sqlite: float
+    """SQLite (WAL, synchronous=FULL) BEGIN/executemany/COMMIT of the same line bytes."""
+    runfold_with_drafts: float
+    """runfold counting the building of its drafts too."""
+    bare: float
+    """The floor of any file appender: one pwrite + fdatasync of the same finished bytes per
+    batch, appended to a plain file (no checks, no hashing, no index)."""
+    staging_us: float
+    """runfold's staging CPU per line, in µs (the part of `append` before its write)."""
+
+
+def bench_appends(root: Path, batch: int, batches: int) -> Appends:
+    """Durable lines/s for runfold, for SQLite (WAL, synchronous=FULL, one transaction per batch)
+    and for a bare append of the same line bytes. The three alternate batch by batch (runfold
+    appends batch k, then SQLite inserts batch k's bytes, then the bare file takes them), so all
+    see the same disk and CPU conditions on a shared machine. Each side's time counts only its
+    own storage call, on input made before its clock starts: runfold's `stage(drafts)` +
+    `flush()` (what `append` is), SQLite's BEGIN/executemany/COMMIT of the finished line bytes,
+    the bare side's pwrite + fdatasync of them."""
     ws = root / f"append-{batch}"
     db = sqlite3.connect(str(root / f"append-{batch}.sqlite"), isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
     db.execute("CREATE TABLE lines (seq INTEGER PRIMARY KEY, line BLOB NOT NULL)")
-    runfold_s = sqlite_s = drafts_s = 0.0
-    seq = 0
-    with Ledger.create(ws) as w:
-        for b in range(batches):
-            t0 = time.perf_counter()
-            drafts = [draft(b * batch + i) for i in range(batch)]
-            t1 = time.perf_counter()
-            recs = w.append(drafts)
-            runfold_s += time.perf_counter() - t1
-            drafts_s += t1 - t0
-            lines = [r.raw for r in recs]
-            t0 = time.perf_counter()
-            db.execute("BEGIN")
-            db.executemany(
-                "INSERT INTO lines VALUES (?, ?)", [(seq + k, line) for k, line in enumerate(lines)]
-            )
-            db.execute("COMMIT")
-            sqlite_s += time.perf_counter() - t0
-            seq += len(lines)
-    db.close()
+    bare_fd = os.open(root / f"append-{batch}.bare", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    sync = getattr(os, "fdatasync", os.fsync)
+    runfold_s = staging_s = sqlite_s = drafts_s = bare_s = 0.0
+    seq = bare_size = 0
+    try:
+        with Ledger.create(ws) as w:
+            for b in range(batches):
+                t0 = time.perf_counter()
+                drafts = [draft(b * batch + i) for i in range(batch)]
+                t1 = time.perf_counter()
+                recs = w.stage(drafts)
+                t2 = time.perf_counter()
+                w.flush()
+                runfold_s += time.perf_counter() - t1
+                staging_s += t2 - t1
+                drafts_s += t1 - t0
+                lines = [r.raw for r in recs]
+                t0 = time.perf_counter()
+                db.execute("BEGIN")
+                db.executemany(
+                    "INSERT INTO lines VALUES (?, ?)", [(seq + k, line) for k, line in enumerate(lines)]
+                )
+                db.execute("COMMIT")
+                sqlite_s += time.perf_counter() - t0
+                seq += len(lines)
+                buf = b"\n".join([*lines, b""])
+                t0 = time.perf_counter()
+                os.pwrite(bare_fd, buf, bare_size)
+                sync(bare_fd)
+                bare_s += time.perf_counter() - t0
+                bare_size += len(buf)
+    finally:
+        os.close(bare_fd)
+        db.close()
     n = batch * batches
-    return n / runfold_s, n / sqlite_s, n / (runfold_s + drafts_s)
+    return Appends(n / runfold_s, n / sqlite_s, n / (runfold_s + drafts_s), n / bare_s, staging_s / n * 1e6)
 
 
 def build(ws: Path, lines: int, runs: int, batch: int = 10_000) -> None:
@@ -115,6 +147,9 @@ LEGEND = """\
 (a) lines/s made durable (fsync'd) by Ledger.append, next to SQLite (WAL, synchronous=FULL) inserting
     the same line bytes, one transaction per batch; ratio = runfold / SQLite (in parentheses: runfold
     also paying for building its drafts). Goal >= 1.0.
+    floor: the same bytes appended to a plain file with one pwrite + fdatasync per batch, no checks,
+    hashes or index: no append-only file can beat it, so floor / SQLite is the ceiling of (a)'s ratio
+    on this disk. staging: runfold's CPU per line before its write (checks, canonical bytes, hashes).
 (b) `runfold verify` MB/s (parse, canonical bytes, chain, seq, kind of every line) next to BLAKE3 of
     each line of the same file read in the same chunks (the hashing floor); ratio = verify / BLAKE3.
     Goal >= 0.3.
@@ -146,6 +181,7 @@ def main() -> None:
     args = ap.parse_args()
     quick = args.quick
     rows: list[tuple[str, str, str, str, str]] = []
+    floors: list[tuple[str, str, str, str, str]] = []
     tmp = Path(tempfile.mkdtemp(prefix="runfold-bench-"))
     try:
         # (a) durable appends
@@ -154,16 +190,26 @@ def main() -> None:
             (10, 50 if quick else 300),
             (100, 20 if quick else 100),
         ):
-            ours, theirs, with_drafts = bench_appends(tmp, batch, batches)
+            a = bench_appends(tmp, batch, batches)
             rows.append(
                 (
                     f"(a) durable appends, batch {batch}",
-                    f"{ours:,.0f} lines/s ({with_drafts:,.0f} building drafts too)",
-                    f"SQLite {theirs:,.0f} lines/s",
-                    f"{ours / theirs:.2f} ({with_drafts / theirs:.2f})",
-                    verdict(ours / theirs, 1.0),
+                    f"{a.runfold:,.0f} lines/s ({a.runfold_with_drafts:,.0f} building drafts too)",
+                    f"SQLite {a.sqlite:,.0f} lines/s",
+                    f"{a.runfold / a.sqlite:.2f} ({a.runfold_with_drafts / a.sqlite:.2f})",
+                    verdict(a.runfold / a.sqlite, 1.0),
                 )
             )
+            floors.append(
+                (
+                    f"    floor, batch {batch}",
+                    f"bare write+fdatasync {a.bare:,.0f} lines/s; staging {a.staging_us:.1f} us/line",
+                    f"SQLite {a.sqlite:,.0f} lines/s",
+                    f"{a.bare / a.sqlite:.2f}",
+                    "(ceiling of (a))",
+                )
+            )
+        rows += floors
         # (b) verify throughput
         ws = tmp / "verify"
         build(ws, 20_000 if quick else 200_000, 100)

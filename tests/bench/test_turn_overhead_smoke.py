@@ -10,24 +10,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+
+from bench_scripts import BENCH_DIR, load_bench
 
 from runfold.api import Workspace
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "turn_overhead.py"
-
-
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("turn_overhead", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("turn_overhead", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def test_runfold_half_measures_a_real_run(tmp_path: Path) -> None:
-    bench = load_bench()
+    bench = load_bench("turn_overhead")
     m = asyncio.run(bench.measure_runfold(6, tmp_path))
     assert (m.system, m.turns) == ("runfold", 6)
     ws = Workspace.open(Path(m.notes["workspace"]))
@@ -49,7 +39,7 @@ def test_runfold_half_measures_a_real_run(tmp_path: Path) -> None:
 
 
 def test_runfold_bytes_per_turn_do_not_grow_with_history(tmp_path: Path) -> None:
-    bench = load_bench()
+    bench = load_bench("turn_overhead")
     small = asyncio.run(bench.measure_runfold(5, tmp_path))
     large = asyncio.run(bench.measure_runfold(60, tmp_path))
     # only digit widths (seq, turn numbers, request sizes) may differ between the two
@@ -66,7 +56,7 @@ def test_script_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     skip = ["--skip-langgraph"] if HAS_LANGGRAPH else []
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--sizes", "3,4", "--json", str(out), *skip],
+        [sys.executable, str(BENCH_DIR / "turn_overhead.py"), "--sizes", "3,4", "--json", str(out), *skip],
         capture_output=True,
         text=True,
         timeout=300,

@@ -16,7 +16,9 @@ from runfold.store.control import ControlDir
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX flock and signals")
 
-SLOW_MS = 4000  # the first reply's delay: long enough for a second process to steer meanwhile
+SLOW_MS = 12_000
+"""The first reply's delay: two `runfold steer` processes (about 1 s of start-up each, several
+under a loaded parallel test run) must both hand in their steer before it ends."""
 
 
 def tool_reply(text: str, delay_ms: int) -> dict[str, object]:
