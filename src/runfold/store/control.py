@@ -24,6 +24,7 @@ from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.ids import is_run_id
 from runfold.store.durable import fsync_dir, replace_durably
 from runfold.store.layout import Layout
+from runfold.store.locks import LockHeld, take_pid_lock
 
 SIGNAL_TYPES: Final = ("steer", "cancel")
 """`type` of a request: words for the run (`steer_received`) or a cancel (`cancel_received`)."""
@@ -360,26 +361,16 @@ class ControlDir:
         returns the fd to pass to `release_owner_lock`. A sender's probe holds a shared lock for a
         moment, so this retries for up to `timeout_s` s. Raises `E_LEDGER_HELD` when it stays taken."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.owner_lock, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise RunfoldError(
-                        ErrorCode.LEDGER_HELD,
-                        "take the control owner lock",
-                        str(self.owner_lock),
-                        "another process holds it; stop the other runfold process, then retry",
-                        retry=Retry.YES,
-                    ) from None
-                time.sleep(0.01)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
+        try:
+            return take_pid_lock(self.owner_lock, wait_s=timeout_s, poll_s=0.01, wait_for_live_holder=True)
+        except LockHeld:
+            raise RunfoldError(
+                ErrorCode.LEDGER_HELD,
+                "take the control owner lock",
+                str(self.owner_lock),
+                "another process holds it; stop the other runfold process, then retry",
+                retry=Retry.YES,
+            ) from None
 
     @staticmethod
     def release_owner_lock(fd: int) -> None:

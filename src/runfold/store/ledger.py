@@ -38,6 +38,7 @@ from runfold.core.records import Draft, Record
 from runfold.store.durable import fsync_dir
 from runfold.store.index import FLUSH_ROWS, INDEX_FILE, SCAN_FLUSH_ROWS, Entry, IndexMismatch, LedgerIndex
 from runfold.store.layout import Layout, list_segments
+from runfold.store.locks import LockHeld, take_pid_lock
 from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir, scan
 
 SEGMENT_BYTES = 64 << 20
@@ -78,21 +79,6 @@ dead writer had just started (a tool's shell between fork and exec) may hold the
 moment after a SIGKILL."""
 
 
-def _pid_alive(text: str) -> bool:
-    """Whether the pid written in the lock file names a live process (unknown: assume alive)."""
-    try:
-        pid = int(text)
-    except ValueError:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def _take_writer_lock(path: Path) -> int:
     """Take the exclusive lock on `ledger.lock` and write our pid into it; returns the fd.
 
@@ -100,34 +86,21 @@ def _take_writer_lock(path: Path) -> int:
     child it had just started still holds it: wait up to `DEAD_HOLDER_WAIT_S` for it to go.
     Raises `E_LEDGER_HELD` naming the holder's pid (as written in the file) when it is taken.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + DEAD_HOLDER_WAIT_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode("utf-8", "replace").strip() or "unknown"
-            if not _pid_alive(holder) and time.monotonic() < deadline:
-                time.sleep(0.05)
-                continue
-            os.close(fd)
-            gone = (
-                ""
-                if _pid_alive(holder)
-                else " (that process is gone; a process it started still holds the lock)"
-            )
-            raise RunfoldError(
-                ErrorCode.LEDGER_HELD,
-                f"open the ledger for writing (pid {holder} holds the writer lock{gone})",
-                str(path),
-                f"another runfold process (pid {holder}) is writing this workspace; wait for it to "
-                "finish or stop it, then retry (readers such as verify and log need no lock)",
-                retry=Retry.YES,
-            ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+    try:
+        return take_pid_lock(path, wait_s=DEAD_HOLDER_WAIT_S, poll_s=0.05, wait_for_live_holder=False)
+    except LockHeld as held:
+        holder = held.holder
+        gone = (
+            "" if held.holder_alive else " (that process is gone; a process it started still holds the lock)"
+        )
+        raise RunfoldError(
+            ErrorCode.LEDGER_HELD,
+            f"open the ledger for writing (pid {holder} holds the writer lock{gone})",
+            str(path),
+            f"another runfold process (pid {holder}) is writing this workspace; wait for it to "
+            "finish or stop it, then retry (readers such as verify and log need no lock)",
+            retry=Retry.YES,
+        ) from None
 
 
 _LONG_LINE = 1 << 24

@@ -1,0 +1,85 @@
+"""Cross-process locks the store takes on small files: an exclusive `flock`, tried without
+blocking until a deadline, with the holder's pid written in the file (DESIGN.md §3 "Storage": one
+writer per ledger; §5–§6: one owner of the control inbox).
+
+Written once so that the writer lock (`ledger.lock`) and the control owner lock (`owner.lock`)
+share one retry loop and one pid stamp; each caller turns `LockHeld` into its own RunfoldError.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+_PID_BYTES = 64
+"""Bytes of a lock file read for the holder's pid (a pid and a newline need far fewer)."""
+
+
+class LockHeld(Exception):
+    """`take_pid_lock` gave up: another process still holds the lock on `path`.
+
+    `holder` is the pid text written in the file ("unknown" when it is empty), `holder_alive`
+    whether that pid named a live process when the wait ended (unknown: True)."""
+
+    def __init__(self, path: Path, holder: str, holder_alive: bool) -> None:
+        super().__init__(f"{path}: held by pid {holder}")
+        self.path = path
+        self.holder = holder
+        self.holder_alive = holder_alive
+
+
+def pid_alive(text: str) -> bool:
+    """Whether `text` (a pid as written in a lock file) names a live process. Text that is not a
+    number, or a pid we may not signal, counts as alive (unknown: assume alive)."""
+    try:
+        pid = int(text)
+    except ValueError:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _holder(fd: int) -> str:
+    return os.pread(fd, _PID_BYTES, 0).decode("utf-8", "replace").strip() or "unknown"
+
+
+def take_pid_lock(path: Path, *, wait_s: float, poll_s: float, wait_for_live_holder: bool) -> int:
+    """Take an exclusive `flock` on `path` (created with mode 0644 when missing), replace its
+    contents with our pid and a newline, and return the open fd (the caller closes it, which
+    releases the lock).
+
+    While the lock is taken, retry every `poll_s` s until `wait_s` s have passed: always when
+    `wait_for_live_holder`, otherwise only while the pid written in the file is gone (a process
+    the dead holder had just started may keep the lock for a moment); a live holder is then
+    refused at once. Raises `LockHeld` (the fd closed) when it gives up, OSError when the file
+    cannot be opened or written."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() < deadline and (wait_for_live_holder or not pid_alive(_holder(fd))):
+                time.sleep(poll_s)
+                continue
+            holder = _holder(fd)
+            os.close(fd)
+            raise LockHeld(path, holder, pid_alive(holder)) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+__all__ = ["LockHeld", "pid_alive", "take_pid_lock"]
