@@ -5,7 +5,8 @@ scan. It is a SQLite file under `.runfold/index/` that can be deleted at any tim
 it against the ledger on open and rebuilds or extends it from verified lines only. SQLite holds
 one row per block of `block_rows` consecutive seqs (fixed-width columns packed in a BLOB) and one
 row per run per run flush (its seqs packed), never one row per line: writing the index costs a
-few SQLite rows per thousand lines.
+few SQLite rows per thousand lines. The byte layout of those BLOBs lives in
+`runfold.store.index_blocks`; this module owns the SQLite file, the flush policy and the rebuild.
 
 How reads stay verified without a scan: a row is only ever written for a line that passed the
 chain check (a full or catch-up scan, or the writer's own fsynced append), and it stores that
@@ -21,16 +22,29 @@ as `IndexMismatch`; `Ledger` answers both by rebuilding the index from the ledge
 from __future__ import annotations
 
 import sqlite3
-import struct
 import sys
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import accumulate, count
 from pathlib import Path
 from typing import cast
 
 from runfold.core.ids import WORKSPACE_RUN
+from runfold.store.index_blocks import (
+    BLOCK_ROWS,
+    HASH_BYTES,
+    ZERO_PREV,
+    Block,
+    Entry,
+    IndexMismatch,
+    blob_entry,
+    pack_blocks,
+    pack_seqs,
+    read_row,
+    rows_claimed,
+    rows_in,
+    unpack_seqs,
+)
 
 INDEX_FORMAT = 3
 """Bumped when the schema changes; an index of another format is dropped and rebuilt.
@@ -46,18 +60,9 @@ each row's run, so a reader rebuilds the lists of these rows from blocks, not fr
 SCAN_FLUSH_ROWS = 1 << 18
 """The `flush_rows` `Ledger` sets while it rebuilds or extends the index from a scan (about
 15 MiB held): fewer, larger flushes write fewer `run_seqs` rows when a scan meets many runs."""
-BLOCK_ROWS = 64
-"""Seqs per block row: block k covers seqs [k·64, (k+1)·64). 64 rows of 56 bytes plus a 32-byte
-header (3,616 bytes) stay inside one SQLite page, so reading one line's row reads one page."""
 PAGE_BYTES = 16384
 """SQLite page size of a new index file: fewer, larger pages per flush (measured: about 15%
 less flush time than 4 KiB pages)."""
-
-_HASH = 32
-"""Bytes of one BLAKE3-256 digest."""
-_ROW = 8 + 8 + 4 + 4 + _HASH
-"""Bytes of one row in a block: segment u64, offset u64, length u32, run id u32, hash."""
-_ZERO = bytes(_HASH)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
@@ -68,78 +73,6 @@ CREATE TABLE IF NOT EXISTS run_seqs (
 ) WITHOUT ROWID;
 """
 _TABLES = ("meta", "runs", "blocks", "run_seqs")
-assert array("q").itemsize == 8 and array("I").itemsize == 4
-
-
-class IndexMismatch(LookupError):
-    """The index file contradicts itself (a seq its run list names is missing from its block, a
-    BLOB of the wrong size, an unknown run id): it is damaged, or was reset by another process
-    under this reader. `Ledger` rebuilds the index when a read raises it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """Where a line is: its segment (by first seq), byte offset and length (no newline), its
-    BLAKE3 (hex) and the BLAKE3 of the line before it (64 zeros for seq 0)."""
-
-    seq: int
-    seg: int
-    off: int
-    len: int
-    hash: str
-    prev: str
-
-
-class _Block:
-    """One block row unpacked.
-
-    BLOB layout for n rows (native byte order, recorded in `meta`): the hash of the line before
-    the block's first seq (32 bytes, zeros before seq 0), then n segments (u64), n offsets minus
-    seqs (i64: offset = value + seq, so the lines of one write are one running sum of lengths),
-    n lengths (u32), n run ids (u32), n hashes (32 bytes each)."""
-
-    __slots__ = ("first", "hashes", "lens", "n", "offs", "prev", "rids", "segs")
-
-    def __init__(self, first: int, blob: bytes) -> None:
-        n = _rows_in(first, len(blob))
-        self.first = first
-        self.n = n
-        self.prev = blob[:_HASH]
-        a = _HASH
-        self.segs = array("q", blob[a : a + 8 * n])
-        a += 8 * n
-        self.offs = array("q", blob[a : a + 8 * n])
-        a += 8 * n
-        self.lens = array("I", blob[a : a + 4 * n])
-        a += 4 * n
-        self.rids = array("I", blob[a : a + 4 * n])
-        self.hashes = blob[a + 4 * n :]
-
-
-_U64 = struct.Struct("=q")
-_U32 = struct.Struct("=I")
-
-
-def _rows_in(first: int, size: int) -> int:
-    """How many rows a block BLOB of `size` bytes holds; raises `IndexMismatch` when the size is
-    not 32 + 56·n."""
-    n, rest = divmod(size - _HASH, _ROW)
-    if rest or n < 1:
-        raise IndexMismatch(f"block at seq {first} holds {size} bytes, not 32 + {_ROW}·n")
-    return n
-
-
-def _blob_entry(first: int, blob: bytes, n: int, i: int) -> Entry:
-    """Row i of a block BLOB of n rows (see `_Block`), read in place without unpacking the rest."""
-    h = _HASH + 24 * n + _HASH * i
-    return Entry(
-        first + i,
-        _U64.unpack_from(blob, _HASH + 8 * i)[0],
-        _U64.unpack_from(blob, _HASH + 8 * n + 8 * i)[0] + first + i,
-        _U32.unpack_from(blob, _HASH + 16 * n + 4 * i)[0],
-        blob[h : h + _HASH].hex(),
-        (blob[h - _HASH : h] if i else blob[:_HASH]).hex(),
-    )
 
 
 class LedgerIndex:
@@ -210,13 +143,13 @@ class LedgerIndex:
         self._run_order: list[str] = []
         # rows held in memory: seqs [_base, next_seq), _base a multiple of block_rows
         self._base = 0
-        self._base_prev = _ZERO
+        self._base_prev = ZERO_PREV
         """The hash of seq _base - 1 (zeros when _base is 0)."""
         self._last: tuple[int, int, int] | None = None
         """(segment, offset, length) of seq _base - 1, None when _base is 0."""
         self._segs: list[int] = []
         self._offs: list[int] = []
-        """Offset minus seq of each held row (the stored form, see `_Block`)."""
+        """Offset minus seq of each held row (the stored form, see `Block`)."""
         self._lens: list[int] = []
         self._rids: list[int] = []
         self._hashes = bytearray()
@@ -241,7 +174,7 @@ class LedgerIndex:
             if row is None:
                 return runs_next in (None, 0)
             first = int(row[0])
-            block = _Block(first, bytes(row[1]))
+            block = Block(first, bytes(row[1]))
             end = first + block.n
             if first % self.block_rows or block.n > self.block_rows:
                 return False
@@ -251,7 +184,7 @@ class LedgerIndex:
             self._runs_next = runs_next
             if block.n == self.block_rows:
                 self._base = end
-                self._base_prev = block.hashes[-_HASH:]
+                self._base_prev = block.hashes[-HASH_BYTES:]
                 self._last = (block.segs[-1], block.offs[-1] + end - 1, block.lens[-1])
             else:
                 self._base = first
@@ -278,7 +211,7 @@ class LedgerIndex:
                 "SELECT first_seq, rows FROM blocks WHERE first_seq >= ? AND first_seq < ? ORDER BY first_seq",
                 (expect, stored_end),
             ):
-                blk = _Block(first, bytes(blob))
+                blk = Block(first, bytes(blob))
                 if first != expect or blk.n != b:
                     raise IndexMismatch(f"block at seq {expect} is missing or short")
                 lo = max(start, first) - first
@@ -340,7 +273,7 @@ class LedgerIndex:
     @property
     def head(self) -> str:
         """BLAKE3 of the last indexed line, 64 zeros when empty."""
-        return (self._hashes[-_HASH:] if self._lens else self._base_prev).hex()
+        return (self._hashes[-HASH_BYTES:] if self._lens else self._base_prev).hex()
 
     def last_position(self) -> tuple[int, int, int] | None:
         """(segment, offset, length) of the last indexed line, or None when empty."""
@@ -364,7 +297,7 @@ class LedgerIndex:
         if seq != self.next_seq:
             raise ValueError(f"index rows must be added in order: got seq {seq}, expected {self.next_seq}")
         h = bytes.fromhex(digest)
-        if len(h) != _HASH:
+        if len(h) != HASH_BYTES:
             raise ValueError(f"index row of seq {seq}: hash {digest!r} is not 64 hex digits")
         rid = self._run_ids.get(run) or self._new_run(run)
         self._segs.append(seg)
@@ -388,7 +321,7 @@ class LedgerIndex:
         lens, digests, runs = zip(*lines, strict=True)
         hashes = bytes.fromhex("".join(digests))
         n = len(lens)
-        if len(hashes) != _HASH * n:
+        if len(hashes) != HASH_BYTES * n:
             raise ValueError(f"index rows from seq {seq}: a hash is not 64 hex digits")
         found = list(map(self._run_ids.get, runs))
         if None in found:  # a run seen for the first time
@@ -396,7 +329,7 @@ class LedgerIndex:
         else:
             rids = cast(list[int], found)
         self._segs += [seg] * n
-        self._offs.extend(accumulate(lens[:-1], initial=off - seq))  # off - seq: see _Block
+        self._offs.extend(accumulate(lens[:-1], initial=off - seq))  # off - seq: see Block
         self._lens.extend(lens)
         self._rids += rids
         self._hashes += hashes
@@ -419,31 +352,9 @@ class LedgerIndex:
         base = self._base
         segs, offs, lens, rids, hashes = self._segs, self._offs, self._lens, self._rids, self._hashes
         # held rows start at the partial block holding `start` (base <= start < base + b): the
-        # blocks from base to end are written whole, each column converted once, then cut
-        blocks: list[tuple[int, bytes]] = []
-        held = end - base
+        # blocks from base to end are written whole (the partial last block again next flush)
         assert 0 <= start - base < b
-        if end > start:
-            sb = array("q", segs).tobytes()
-            ob = array("q", offs).tobytes()
-            lb = array("I", lens).tobytes()
-            rb = array("I", rids).tobytes()
-            hb = bytes(hashes)
-            prev = self._base_prev
-            for i in range(0, held, b):
-                j = min(i + b, held)
-                blob = b"".join(
-                    (
-                        prev,
-                        sb[8 * i : 8 * j],
-                        ob[8 * i : 8 * j],
-                        lb[4 * i : 4 * j],
-                        rb[4 * i : 4 * j],
-                        hb[_HASH * i : _HASH * j],
-                    )
-                )
-                blocks.append((base + i, blob))
-                prev = hb[_HASH * (j - 1) : _HASH * j]
+        blocks = pack_blocks(base, self._base_prev, segs, offs, lens, rids, hashes, b) if end > start else []
         db = self._db
         db.execute("BEGIN")
         try:
@@ -459,13 +370,13 @@ class LedgerIndex:
                 run_ids = self._run_ids
                 old = self._groups
                 rows = []
+                counts = []
                 for run in old.keys() | fresh.keys():
                     g = old.get(run, []) + fresh.get(run, [])
-                    rows.append((run_ids[run], g[0], array("q", g).tobytes()))
+                    rows.append((run_ids[run], g[0], pack_seqs(g)))
+                    counts.append((len(g), run_ids[run]))
                 db.executemany("INSERT INTO run_seqs (run, first_seq, seqs) VALUES (?, ?, ?)", rows)
-                db.executemany(
-                    "UPDATE runs SET n = n + ? WHERE id = ?", [(len(r[2]) // 8, r[0]) for r in rows]
-                )
+                db.executemany("UPDATE runs SET n = n + ? WHERE id = ?", counts)
                 db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('runs_next', ?)", (end,))
             db.execute("COMMIT")
         except BaseException:
@@ -487,9 +398,9 @@ class LedgerIndex:
         keep_from = end - end % b  # keep only the partial last block in memory
         k = keep_from - base
         if k > 0:
-            self._base_prev = bytes(hashes[(k - 1) * _HASH : k * _HASH])
+            self._base_prev = bytes(hashes[(k - 1) * HASH_BYTES : k * HASH_BYTES])
             self._last = (segs[k - 1], offs[k - 1] + keep_from - 1, lens[k - 1])
-            del segs[:k], offs[:k], lens[:k], rids[:k], hashes[: k * _HASH]
+            del segs[:k], offs[:k], lens[:k], rids[:k], hashes[: k * HASH_BYTES]
             self._base = keep_from
 
     def flushed_rows_current(self) -> bool:
@@ -504,7 +415,7 @@ class LedgerIndex:
             runs_next = self._meta("runs_next")
         finally:
             db.execute("COMMIT")
-        end = 0 if row is None else int(row[0]) + (int(row[1]) - _HASH) // _ROW
+        end = 0 if row is None else int(row[0]) + rows_claimed(int(row[1]))
         return end == self._flushed_next and runs_next == self._runs_next
 
     # ---- reading ---------------------------------------------------------------------
@@ -512,13 +423,13 @@ class LedgerIndex:
     def _held_entry(self, seq: int) -> Entry:
         i = seq - self._base
         h = self._hashes
-        prev = h[(i - 1) * _HASH : i * _HASH] if i else self._base_prev
+        prev = h[(i - 1) * HASH_BYTES : i * HASH_BYTES] if i else self._base_prev
         return Entry(
             seq,
             self._segs[i],
             self._offs[i] + seq,
             self._lens[i],
-            h[i * _HASH : (i + 1) * _HASH].hex(),
+            h[i * HASH_BYTES : (i + 1) * HASH_BYTES].hex(),
             prev.hex(),
         )
 
@@ -531,34 +442,12 @@ class LedgerIndex:
         if seq < 0:
             return None
         first = seq - seq % self.block_rows
-        i = seq - first
         try:  # read the row in place: a few bytes of the block, not its whole BLOB
             blob = self._db.blobopen("blocks", "rows", first, readonly=True)
         except sqlite3.OperationalError:  # no block row there
             return None
         with blob:
-            n = _rows_in(first, len(blob))
-            if i >= n:
-                return None
-            blob.seek(_HASH + 8 * i)
-            seg = _U64.unpack(blob.read(8))[0]
-            blob.seek(_HASH + 8 * n + 8 * i)
-            off = _U64.unpack(blob.read(8))[0] + seq
-            blob.seek(_HASH + 16 * n + 4 * i)
-            length = _U32.unpack(blob.read(4))[0]
-            h = _HASH + 24 * n + _HASH * i
-            if i:
-                blob.seek(h - _HASH)
-                both = blob.read(2 * _HASH)
-                prev, own = both[:_HASH], both[_HASH:]
-            else:
-                blob.seek(0)
-                prev = blob.read(_HASH)
-                blob.seek(h)
-                own = blob.read(_HASH)
-        if len(own) != _HASH:
-            raise IndexMismatch(f"block at seq {first} is shorter than its row {i}")
-        return Entry(seq, seg, off, length, own.hex(), prev.hex())
+            return read_row(blob, first, seq)
 
     def run_entries(self, run: str) -> list[Entry]:
         """The rows of one run in seq order ([] for an unknown run): its `run_seqs` rows, then
@@ -583,10 +472,7 @@ class LedgerIndex:
                 "SELECT seqs FROM run_seqs WHERE run = ? AND first_seq < ? ORDER BY first_seq",
                 (rid, runs_next),
             ):
-                try:
-                    seqs.frombytes(blob)
-                except ValueError:
-                    raise IndexMismatch(f"run {run}: a seq list of {len(blob)} bytes") from None
+                unpack_seqs(seqs, blob, run)
             row = db.execute("SELECT n FROM runs WHERE id = ?", (rid,)).fetchone()
             counted = row[0] if row is not None else 0 if rid > self._flushed_runs else None
             # the count covers every run list in the file: compare it only while nobody else
@@ -605,7 +491,7 @@ class LedgerIndex:
                 for first, blob in db.execute(
                     f"SELECT first_seq, rows FROM blocks WHERE first_seq IN ({marks})", part
                 ):
-                    blocks[first] = (blob, _rows_in(first, len(blob)))
+                    blocks[first] = (blob, rows_in(first, len(blob)))
         finally:
             db.execute("COMMIT")
         out: list[Entry] = []
@@ -621,7 +507,7 @@ class LedgerIndex:
             blk = blocks.get(first)
             if blk is None or s - first >= blk[1]:
                 raise IndexMismatch(f"run {run}: seq {s} is missing from its block")
-            out.append(_blob_entry(first, blk[0], blk[1], s - first))
+            out.append(blob_entry(first, blk[0], blk[1], s - first))
         return out
 
     def runs(self) -> list[str]:
@@ -643,3 +529,17 @@ class LedgerIndex:
                 self.flush()
         finally:
             self._db.close()
+
+
+__all__ = [
+    "BLOCK_ROWS",
+    "FLUSH_ROWS",
+    "INDEX_FILE",
+    "INDEX_FORMAT",
+    "PAGE_BYTES",
+    "RUN_FLUSH_ROWS",
+    "SCAN_FLUSH_ROWS",
+    "Entry",
+    "IndexMismatch",
+    "LedgerIndex",
+]
