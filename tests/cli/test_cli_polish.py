@@ -105,8 +105,11 @@ def test_show_of_the_newest_line_named_in_the_hint_works(tmp_path: Path, golden:
 def test_unknown_options_are_still_unknown_options(tmp_path: Path, golden: Path) -> None:
     r = run_cli("show", "5", "--bogus", "-w", golden, cwd=tmp_path)
     assert r.code == 2 and "No such option: --bogus" in r.err
-    r = run_cli("log", "-1", "-w", golden, cwd=tmp_path)  # log takes no argument
-    assert r.code == 2 and "No such option: -1" in r.err
+    r = run_cli("show", "-1", "--bogus", "-w", golden, cwd=tmp_path)
+    assert r.code == 2 and "No such option: --bogus" in r.err
+    for args in (("log", "-1"), ("fork", "-1", "--at", "3"), ("run", "-5")):  # only SEQ takes -1
+        r = run_cli(*args, "-w", golden, cwd=tmp_path)
+        assert r.code == 2 and "No such option: -" in r.err, (args, r.err)
 
 
 def test_usage_lines_name_arguments_without_braces(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, NoReturn
 import orjson
 import typer
 from rich.console import Console
-from typer.core import TyperArgument, TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from runfold.api import Workspace
@@ -164,17 +164,19 @@ _REQUIRED_PIECE = re.compile(r"\{([^{}]+)\}(\.\.\.)?")
 
 
 class RunfoldCommand(TyperCommand):
-    """The class of every `runfold` command (set in `runfold.cli.main`).
-
-    Two differences from typer's default: the usage line names a required argument as
-    `SEQ`, like click and man pages, not `{SEQ}` (typer's braces read as an unfilled template);
-    and a negative whole number (`-1`) given to a command with one positional argument is
-    taken as that argument, so the command itself can explain why it is refused instead of
-    click's "No such option: -1".
-    """
+    """The class of every `runfold` command (set in `runfold.cli.main`): its usage line names a
+    required argument as `SEQ`, like click and man pages, not `{SEQ}` (typer's braces read as
+    an unfilled template)."""
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [_REQUIRED_PIECE.sub(r"\1\2", piece) for piece in super().collect_usage_pieces(ctx)]
+
+
+class NumberArgumentCommand(RunfoldCommand):
+    """A command whose one positional argument is a number (`runfold show SEQ`): a negative
+    whole number (`-1`, `-12`) given there is taken as that argument instead of click's
+    "No such option: -1", so the command itself can say why the value is refused. Any other
+    unknown option is still refused as one."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         original = list(args)  # the parser consumes `args`
@@ -184,10 +186,9 @@ class RunfoldCommand(TyperCommand):
             # typer's click raises NoSuchOption naming only the first character of an unknown
             # short option ("-1" for "-12")
             unknown = str(getattr(error, "option_name", ""))
-            positional = [p for p in self.params if isinstance(p, TyperArgument)]
             options_end = original.index("--") if "--" in original else len(original)
             numbers = [a for a in original[:options_end] if _NEGATIVE_INT.fullmatch(a)]
-            if not (unknown[1:].isdigit() and numbers and len(positional) == 1):
+            if not (unknown[1:].isdigit() and numbers):
                 raise
             rest = list(original)
             rest.remove(numbers[0])

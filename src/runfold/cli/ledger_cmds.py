@@ -30,6 +30,7 @@ from runfold.cli.common import (
     EXIT_CODES_HELP,
     WORKSPACE_HELP,
     JsonOption,
+    NumberArgumentCommand,
     WorkspaceOption,
     echo_json,
     err_console,
@@ -423,4 +424,4 @@ def register(app: typer.Typer) -> None:
     app.command("init", epilog=EXIT_CODES_HELP)(init_cmd)
     app.command("verify", epilog=EXIT_CODES_HELP)(verify_cmd)
     app.command("log", epilog=EXIT_CODES_HELP)(log_cmd)
-    app.command("show", epilog=EXIT_CODES_HELP)(show_cmd)
+    app.command("show", epilog=EXIT_CODES_HELP, cls=NumberArgumentCommand)(show_cmd)
