@@ -74,8 +74,9 @@ def verify(path: Path, progress: Progress | None = None) -> VerifyReport:
 
     Read-only. Returns the report (lines, seq range, head, bytes, seconds, format versions...).
     Raises `LineRefused` (a `RunfoldError`, code E_LEDGER_CORRUPT or E_LOG_VERSION_UNSUPPORTED)
-    at the first bad line, naming its 1-based line number, seq and fault; `E_PATH_NOT_FOUND`
-    when `path` does not exist.
+    at the first bad line, naming its 1-based line number, seq and fault; E_LEDGER_CORRUPT when
+    `path` holds no line at all (an empty file or only empty segments: not a ledger);
+    `E_PATH_NOT_FOUND` when `path` does not exist.
     """
     return verify_path(path, progress=progress)
 
@@ -331,13 +332,20 @@ class Workspace:
                 break
         return out
 
+    def seq_range(self) -> range:
+        """The seqs of the lines this ledger holds, `range(first, next)`: first is 0 for a
+        workspace (a lone segment file may start later); empty when it holds no line."""
+        ledger = self._ledger()
+        first = ledger.first_seq if isinstance(ledger, _BareLedger) else 0
+        return range(first, max(first, ledger.next_seq))
+
     def record_at(self, seq: int) -> Record:
         """The verified line at `seq`. Raises `E_INVALID_ARGS` naming the ledger's seq range when
         `seq` is outside it."""
         ledger = self._ledger()
-        first = ledger.first_seq if isinstance(ledger, _BareLedger) else 0
-        if not first <= seq < ledger.next_seq:
-            tail = f"seq {first}..{ledger.next_seq - 1}" if ledger.next_seq > first else "no lines yet"
+        held = self.seq_range()
+        if seq not in held:
+            tail = f"seq {held.start}..{held.stop - 1}" if held else "no lines yet"
             raise invalid_args(
                 f"read seq {seq}",
                 str(self._root),

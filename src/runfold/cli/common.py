@@ -8,6 +8,7 @@ code (documented in `EXIT_CODES_HELP` and the README).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import traceback
@@ -18,7 +19,7 @@ from typing import Annotated, Any, NoReturn
 import orjson
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from runfold.api import Workspace
@@ -154,6 +155,44 @@ JsonOption = Annotated[
     bool,
     typer.Option("--json", help="Print machine-readable JSON on stdout (errors too)."),
 ]
+
+
+# ---- every command: usage line, negative numbers -----------------------------------------
+
+_NEGATIVE_INT = re.compile(r"-[0-9]+")
+_REQUIRED_PIECE = re.compile(r"\{([^{}]+)\}(\.\.\.)?")
+
+
+class RunfoldCommand(TyperCommand):
+    """The class of every `runfold` command (set in `runfold.cli.main`): its usage line names a
+    required argument as `SEQ`, like click and man pages, not `{SEQ}` (typer's braces read as
+    an unfilled template)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [_REQUIRED_PIECE.sub(r"\1\2", piece) for piece in super().collect_usage_pieces(ctx)]
+
+
+class NumberArgumentCommand(RunfoldCommand):
+    """A command whose one positional argument is a number (`runfold show SEQ`): a negative
+    whole number (`-1`, `-12`) given there is taken as that argument instead of click's
+    "No such option: -1", so the command itself can say why the value is refused. Any other
+    unknown option is still refused as one."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        original = list(args)  # the parser consumes `args`
+        try:
+            return super().parse_args(ctx, args)
+        except TyperException as error:
+            # typer's click raises NoSuchOption naming only the first character of an unknown
+            # short option ("-1" for "-12")
+            unknown = str(getattr(error, "option_name", ""))
+            options_end = original.index("--") if "--" in original else len(original)
+            numbers = [a for a in original[:options_end] if _NEGATIVE_INT.fullmatch(a)]
+            if not (unknown[1:].isdigit() and numbers):
+                raise
+            rest = list(original)
+            rest.remove(numbers[0])
+            return super().parse_args(ctx, [*rest, "--", numbers[0]])
 
 
 # ---- the group: error display and exit codes ----------------------------------------------

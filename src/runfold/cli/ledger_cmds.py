@@ -6,6 +6,8 @@ They are thin: each parses its options, calls `runfold.api`, and prints either a
 
 from __future__ import annotations
 
+import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,15 +28,19 @@ from rich.text import Text
 from runfold.api import VerifyReport, Workspace, verify
 from runfold.cli.common import (
     EXIT_CODES_HELP,
+    WORKSPACE_HELP,
     JsonOption,
+    NumberArgumentCommand,
     WorkspaceOption,
     echo_json,
     err_console,
     out_console,
     stderr_is_tty,
     want_json,
+    workspace_flag,
 )
 from runfold.cli.summary import iso_ms, summarize
+from runfold.core.errors import invalid_args
 from runfold.core.ids import short_run_ids
 from runfold.core.kinds import Kind
 from runfold.core.records import Record
@@ -144,19 +150,32 @@ def verify_cmd(
     path: Annotated[
         Path | None,
         typer.Argument(
-            help="A workspace, a ledger directory or one segment file. Default: the workspace.",
+            help="A workspace, a ledger directory or one segment file; give it or --workspace, "
+            "not both. Default: the workspace --workspace names, else $RUNFOLD_WORKSPACE, else "
+            "the one found from the current directory upward.",
             show_default=False,
             metavar="PATH",
         ),
     ] = None,
-    workspace: WorkspaceOption = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help=WORKSPACE_HELP + " Not together with PATH: give one or the other; a PATH wins "
+            "over $RUNFOLD_WORKSPACE.",
+            show_default=False,
+            metavar="DIR",
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Check every line of a ledger: parse, version, chain, seq, canonical bytes, kind.
 
     Prints lines verified, seq range, head hash, format versions and throughput. Read-only:
     never repairs. On the first bad line exits 1 with one message naming the 1-based line
-    number, the seq, the fault and what to do next.
+    number, the seq, the fault and what to do next; a PATH holding no line at all (an empty
+    file) is not a ledger and also exits 1.
 
     \b
     Examples:
@@ -165,6 +184,13 @@ def verify_cmd(
       runfold verify --json .runfold/ledger
     """
     as_json = want_json(ctx, json)
+    if path is not None and workspace is not None:
+        raise invalid_args(
+            "verify (both --workspace and PATH name what to verify)",
+            f"--workspace {workspace} and PATH {path}",
+            f"give one or the other: `runfold verify {shlex.quote(str(path))}` or "
+            f"`runfold verify -w {shlex.quote(str(workspace))}`",
+        )
     target = path if path is not None else Workspace.open(workspace).root
     bar = _LazyBar() if not as_json and stderr_is_tty() else None
     try:
@@ -299,10 +325,50 @@ def log_cmd(
 # ---- show ---------------------------------------------------------------------------------
 
 
+def _seq_to_show(text: str, ws: Workspace) -> int:
+    """`text` (the SEQ argument) as the seq of a line `ws` holds.
+
+    Raises `E_INVALID_ARGS` when it is not a whole number, negative or outside the ledger,
+    naming the argument, the seqs the ledger holds and the commands that show them.
+    """
+    held = ws.seq_range()
+    seq = int(text) if _SEQ_TEXT.fullmatch(text) else None
+    if seq is not None and seq in held:
+        return seq
+    if seq is None:
+        why = "not a whole number; a seq is a line's position in the ledger, counted from 0"
+    elif seq < 0:
+        why = "seqs count up from 0; there are no negative seqs"
+    elif not held:
+        why = "the ledger holds no line"
+    elif seq >= held.stop:
+        why = f"past the newest line, seq {held.stop - 1}"
+    else:
+        why = f"before the first line here, seq {held.start}"
+    flag = workspace_flag(ws.root)
+    if held:
+        where = (
+            f"this ledger holds seq {held.start}..{held.stop - 1}: `runfold show {held.stop - 1}{flag}` "
+            f"shows the newest line and `runfold log{flag}` lists every line with its seq"
+        )
+    else:
+        where = "this ledger holds no line yet"
+    raise invalid_args(f"show seq {text} ({why})", str(ws.root), where)
+
+
+_SEQ_TEXT = re.compile(r"-?[0-9]+")
+
+
 def show_cmd(
     ctx: typer.Context,
     seq: Annotated[
-        int, typer.Argument(help="The seq of the line to show.", show_default=False, metavar="SEQ")
+        str,
+        typer.Argument(
+            help="The seq of the line to show: its position in the ledger, a whole number from 0 "
+            "(`runfold verify` prints the range).",
+            show_default=False,
+            metavar="SEQ",
+        ),
     ],
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
@@ -316,8 +382,9 @@ def show_cmd(
     """
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
-        record = ws.record_at(seq)
-        position = ws.position(seq)
+        at = _seq_to_show(seq, ws)
+        record = ws.record_at(at)
+        position = ws.position(at)
     envelope = orjson.loads(record.raw)
     if as_json:
         echo_json(
@@ -357,4 +424,4 @@ def register(app: typer.Typer) -> None:
     app.command("init", epilog=EXIT_CODES_HELP)(init_cmd)
     app.command("verify", epilog=EXIT_CODES_HELP)(verify_cmd)
     app.command("log", epilog=EXIT_CODES_HELP)(log_cmd)
-    app.command("show", epilog=EXIT_CODES_HELP)(show_cmd)
+    app.command("show", epilog=EXIT_CODES_HELP, cls=NumberArgumentCommand)(show_cmd)

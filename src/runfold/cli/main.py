@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from runfold import __version__
-from runfold.cli.common import EXIT_CODES_HELP, RunfoldGroup, set_debug
+from runfold.cli.common import EXIT_CODES_HELP, RunfoldCommand, RunfoldGroup, set_debug
 
 app = typer.Typer(
     name="runfold",
@@ -77,6 +78,9 @@ def _register() -> None:
     from runfold.cli import control_cmds
 
     control_cmds.register(app)
+    for info in app.registered_commands:  # one usage-line style for every verb
+        if info.cls in (None, TyperCommand):
+            info.cls = RunfoldCommand
 
 
 def main() -> None:

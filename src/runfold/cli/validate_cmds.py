@@ -78,6 +78,7 @@ def validate_cmd(
             help="The request body: a JSON file, or - for stdin. An object whose `request` key holds "
             "the body (a recorded request) is read too.",
             show_default=False,
+            metavar="FILE",
         ),
     ],
     dialect: Annotated[

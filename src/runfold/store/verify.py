@@ -291,20 +291,56 @@ def _holds_no_line(segments: SegmentList) -> bool:
     return parse_envelope(data.split(b"\n", 1)[0]) is None and is_torn_tail(data)
 
 
+def _workspace_of(segment: Path) -> Path | None:
+    """The workspace whose `.runfold/ledger/` holds `segment`, else None."""
+    ledger_dir = segment.parent
+    return ledger_dir.parent.parent if ledger_dir.parent.name == RUNFOLD_DIR else None
+
+
+def _redo_init(ws: Path) -> str:
+    return f"if `runfold init` was interrupted, remove {ws / RUNFOLD_DIR} and run `runfold init` again"
+
+
 def _no_line_found(segments: SegmentList, size: int) -> RunfoldError:
     path = segments[0][1]
-    ledger_dir = path.parent
-    ws = ledger_dir.parent.parent if ledger_dir.parent.name == RUNFOLD_DIR else None
-    redo = (
-        f"if `runfold init` was interrupted, remove {ws / RUNFOLD_DIR} and run `runfold init` again"
-        if ws is not None
-        else "if this was meant to be a ledger, restore it from a copy"
-    )
+    ws = _workspace_of(path)
+    redo = _redo_init(ws) if ws is not None else "if this was meant to be a ledger, restore it from a copy"
     return RunfoldError(
         ErrorCode.LEDGER_CORRUPT,
         f"find a ledger line (no ledger line was found: {size} byte(s) that do not parse as a line)",
         str(path),
         f"this is not a runfold ledger, or its only line was torn; {redo} (nothing was cut)",
+    )
+
+
+def _no_lines(path: Path, segments: SegmentList, lone: bool) -> RunfoldError:
+    """The refusal of a `path` whose segment files hold 0 bytes: no line at all, so not a
+    ledger (every ledger starts with line 0). An empty last segment after earlier ones (a
+    roll-over just before a crash) is not this case: those earlier lines are verified.
+
+    `E_LEDGER_CORRUPT` (exit 1, like every failed verification) naming `path`, what was found
+    and what to verify instead.
+    """
+    found = "an empty file" if lone else f"{len(segments)} empty segment file(s)"
+    ws = _workspace_of(segments[0][1])
+    first_seq = segments[0][0]
+    if ws is not None and not lone:
+        then = f"{_redo_init(ws)} (nothing was changed)"
+    elif lone and first_seq:
+        then = (
+            f"an empty segment named after seq {first_seq} is the newest of a ledger, created at "
+            f"a roll-over: verify its whole ledger (`runfold verify {segments[0][1].parent}`)"
+        )
+    else:
+        then = (
+            "point verify at a workspace (`runfold verify -w DIR`) or a ledger directory "
+            "(`runfold verify DIR/.runfold/ledger`); `runfold init -w DIR` creates a workspace"
+        )
+    return RunfoldError(
+        ErrorCode.LEDGER_CORRUPT,
+        f"verify a ledger (found {found}: 0 bytes, no line; a ledger holds at least its line 0)",
+        str(path),
+        then,
     )
 
 
@@ -443,8 +479,9 @@ def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
 
     Raises `LineRefused` on the first bad line (1-based line number across the whole ledger,
     seq, fault, next step); `E_LEDGER_CORRUPT` for a misnamed segment, a ledger directory
-    holding no segment or whose first segment does not start at seq 0, and for bytes holding
-    no ledger line at all (only a torn tail); `E_PATH_NOT_FOUND` when `path` names no ledger.
+    holding no segment or whose first segment does not start at seq 0, for bytes holding
+    no ledger line at all (only a torn tail), and for segments holding 0 bytes in total (an
+    empty file: no line, not a ledger); `E_PATH_NOT_FOUND` when `path` names no ledger.
     Never writes.
     """
     started = time.perf_counter()
@@ -464,6 +501,8 @@ def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
                 f"this segment starts at seq {env.seq}: the chain was checked from its first line's "
                 "prev, not from seq 0"
             )
+    if all(os.path.getsize(f) == 0 for _, f in segments):  # torn-only bytes: refused by scan
+        raise _no_lines(Path(path), segments, lone)
     res = scan(segments, checker, progress=progress, check_names=True)
     return VerifyReport(
         path=str(path),
