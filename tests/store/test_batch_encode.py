@@ -1,12 +1,14 @@
 """The writer encodes a batch's payloads in one call (`encode_datas`, issue 2 benchmark (a)): it
 must give each payload's `encode_json` bytes exactly, or decline (None) whenever any payload is
 one `check_json` refuses, so that the per-line path names the bad field. A staged batch must
-hold the same bytes as lines encoded one by one with `encode_line`.
+hold the same bytes as lines encoded one by one with `encode_line`. Each test runs twice: on the
+C staging core (`runfold.core._staging`) and on the forced Python path.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_store_props import json_values, payloads, texts, with_float
 
+from runfold.core import canonical
 from runfold.core.canonical import FORMAT_VERSION, MAX_DEPTH, Envelope, encode_datas, encode_json, encode_line
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.records import Draft
@@ -37,12 +40,26 @@ def encode_line_of(data: dict[str, Any]) -> bytes:
     return encode_line(Envelope(FORMAT_VERSION, RUN, 0, "0" * 64, 0, "w", "tool_result", data))
 
 
+@pytest.fixture(scope="module", autouse=True, params=["native", "python"])
+def path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs on the C staging core and on the forced Python path."""
+    if request.param == "native" and canonical.native is None:
+        pytest.skip("the C extension runfold.core._staging is not built")
+    saved = canonical.NATIVE
+    canonical.NATIVE = request.param == "native"
+    try:
+        yield request.param
+    finally:
+        canonical.NATIVE = saved
+
+
 @given(batch=st.lists(payloads, max_size=12))
 def test_a_batch_of_valid_payloads_gives_each_payloads_own_bytes(batch: list[dict[str, Any]]) -> None:
     expected = [encode_json(d) for d in batch]
     got = encode_datas(batch)
-    # `null` anywhere sends the batch to the per-line path (a NaN is written as null by orjson)
-    if any(b"null" in e for e in expected):
+    # on the Python path `null` anywhere sends the batch to the per-line path (a NaN is written
+    # as null by orjson); the C path tells None from NaN and encodes it
+    if any(b"null" in e for e in expected) and not canonical.NATIVE:
         assert got is None
     else:
         assert got == expected

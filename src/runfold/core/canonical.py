@@ -15,6 +15,16 @@ import orjson
 
 from runfold.core.errors import invalid_args
 
+try:
+    from runfold.core import _staging as native
+except ImportError:  # built without a C compiler: the pure-Python path below does everything
+    native = None  # type: ignore[assignment]
+
+NATIVE: bool = native is not None
+"""Whether the C staging core (`runfold.core._staging`) is used: `encode_datas` and
+`Ledger.stage` call it when True, their Python code when False. False when the extension was not
+built; tests set it False to run the Python reference path (the two must agree byte for byte)."""
+
 FORMAT_VERSION = 2
 """The format version this build writes; versions 1..FORMAT_VERSION are readable."""
 MAX_DEPTH = 126
@@ -243,10 +253,17 @@ def encode_datas(datas: list[dict[str, Json]]) -> list[bytes] | None:
     nesting): then encode each with `encode_line`, which names the bad field.
 
     The same proof as `_encode_data_fast`, made once per batch instead of once per payload: the
-    writer's staging cost per line (DESIGN.md §3 group commit; issue 2 benchmark (a)).
+    writer's staging cost per line (DESIGN.md §3 group commit; issue 2 benchmark (a)). With
+    `NATIVE`, the C twin `_staging.encode_payloads` answers first: the same bytes (it also takes
+    `None` values, which the orjson proof cannot tell from a NaN); only when it answers None
+    (anything outside its exact-type subset) does the orjson proof run.
     """
     if not datas:
         return []
+    if NATIVE:
+        parts = native.encode_payloads(datas)
+        if parts is not None:
+            return parts
     items: list[Any] = []
     add = items.append
     for data in datas:

@@ -19,6 +19,7 @@ from types import TracebackType
 
 import blake3
 
+from runfold.core import canonical
 from runfold.core.address import address_problem
 from runfold.core.canonical import (
     FORMAT_VERSION,
@@ -49,6 +50,10 @@ _I64_MAX = (1 << 63) - 1
 _new_tuple = tuple.__new__
 """Builds an Envelope or a Record from a tuple of its fields without the NamedTuple's Python
 `__new__` (several times cheaper, per staged line)."""
+try:
+    from runfold.core._staging import stage_lines as _native_stage_lines
+except ImportError:  # built without a C compiler (runfold.core.canonical.NATIVE is then False)
+    _native_stage_lines = None  # type: ignore[assignment]
 _CACHE_MAX = 1 << 16
 """Checked run ids / addresses remembered per writer before the sets are cleared."""
 
@@ -485,6 +490,10 @@ class Ledger:
         `flush`. Raises `E_INVALID_ARGS` for a bad draft (nothing staged, naming its index),
         `E_STORAGE_FATAL` on a reader, closed or poisoned writer. Lines still staged when the
         writer closes are dropped, as if the process had died before the fsync.
+
+        With `runfold.core.canonical.NATIVE` (the C extension built), drafts whose run, address
+        and kind the writer already knows are staged by `_staging.stage_lines`, the C twin of
+        the loop here (same records byte for byte); any other batch runs the loop here.
         """
         self._check_writable()
         if not drafts:
@@ -502,6 +511,16 @@ class Ledger:
         new_tuple = _new_tuple
         datas = [d.data if type(d.data) is dict else _draft_data(d, i) for i, d in enumerate(drafts)]
         encoded = encode_datas(datas)
+        if encoded is not None and canonical.NATIVE and _native_stage_lines is not None:
+            # the C twin of the loop below: the same records, or None when a draft fails a fast
+            # check (the loop below then checks it, names its fault and learns the caches)
+            staged = _native_stage_lines(
+                drafts, datas, encoded, seq, head, clock, FORMAT_VERSION, runs_ok, addrs_ok, known,
+                Envelope, Record, hasher,
+            )  # fmt: skip
+            if staged is not None:
+                self._pending.extend(staged)
+                return staged
         for i, d in enumerate(drafts):
             t = d.t
             if t is None:
