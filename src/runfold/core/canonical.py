@@ -16,9 +16,13 @@ import orjson
 from runfold.core.errors import invalid_args
 
 try:
-    from runfold.core import _staging as native
+    from runfold.core import _staging
 except ImportError:  # built without a C compiler: the pure-Python path below does everything
-    native = None  # type: ignore[assignment]
+    _staging = None  # type: ignore[assignment]
+
+native = _staging
+"""The C staging core module, or None when it was not built (the store's writer uses its
+`stage_lines` from here, so the optional import happens once)."""
 
 NATIVE: bool = native is not None
 """Whether the C staging core (`runfold.core._staging`) is used: `encode_datas` and

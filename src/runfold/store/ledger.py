@@ -50,10 +50,8 @@ _I64_MAX = (1 << 63) - 1
 _new_tuple = tuple.__new__
 """Builds an Envelope or a Record from a tuple of its fields without the NamedTuple's Python
 `__new__` (several times cheaper, per staged line)."""
-try:
-    from runfold.core._staging import stage_lines as _native_stage_lines
-except ImportError:  # built without a C compiler (runfold.core.canonical.NATIVE is then False)
-    _native_stage_lines = None  # type: ignore[assignment]
+_native_stage_lines = canonical.native.stage_lines if canonical.native is not None else None
+"""The C staging loop (None when the extension was not built; `canonical.NATIVE` is then False)."""
 _CACHE_MAX = 1 << 16
 """Checked run ids / addresses remembered per writer before the sets are cleared."""
 
