@@ -574,7 +574,16 @@ class Workspace:
         from runfold.core.address import parse_address
         from runfold.core.ids import run_id_v7
         from runfold.providers.registry import DEFAULT_SPEC, provider_from_spec
-        from runfold.runtime import RunLoop, RunOptions, build_prefix, make_bill, parse_prices, tool_specs
+        from runfold.runtime import (
+            RunChannels,
+            RunInputs,
+            RunLoop,
+            RunOptions,
+            build_prefix,
+            make_bill,
+            parse_prices,
+            tool_specs,
+        )
         from runfold.store.cas import Cas
         from runfold.store.ledger import now_ms
         from runfold.tools import ToolContext, ToolRegistry, builtin_registry
@@ -696,21 +705,25 @@ class Workspace:
                     ledger.on_durable.append(acknowledge)
                 try:
                     loop = RunLoop(
-                        ledger,
-                        Cas(self._root),
-                        provider,
-                        registry,
-                        ctx,
-                        prefix,
-                        options,
-                        run_id=run_id,
-                        on_event=on_event,
-                        on_delta=on_delta,
-                        cancel=cancel,
-                        bill=bill,
-                        fork=plan,
-                        steers=steers,
-                        control=control,
+                        RunInputs(
+                            ledger,
+                            Cas(self._root),
+                            provider,
+                            registry,
+                            ctx,
+                            prefix,
+                            options,
+                            run_id=run_id,
+                            fork=plan,
+                            bill=bill,
+                        ),
+                        RunChannels(
+                            on_event=on_event,
+                            on_delta=on_delta,
+                            cancel=cancel,
+                            steers=steers,
+                            control=control,
+                        ),
                     )
                     outcome = await loop.run()
                 finally:

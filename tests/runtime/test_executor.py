@@ -25,7 +25,7 @@ from runfold.core.payloads import (
     WatchdogFired,
 )
 from runfold.providers.scripted import ScriptedProvider
-from runfold.runtime import RetryPolicy, RunLoop, RunOptions, build_prefix, tool_specs
+from runfold.runtime import RetryPolicy, RunChannels, RunInputs, RunLoop, RunOptions, build_prefix, tool_specs
 from runfold.store.cas import Cas
 from runfold.store.ledger import Ledger, WriterIO
 from runfold.tools import ToolContext, builtin_registry
@@ -155,14 +155,16 @@ def test_durability_one_fsync_before_each_model_call_each_writing_tool_and_the_f
     )
     events: list[str] = []
     loop = RunLoop(
-        ledger,
-        Cas(tmp_path / "w"),
-        p,
-        registry,
-        ToolContext(workspace=tmp_path / "w", room=None),
-        prefix,
-        RunOptions(task="write two files"),
-        on_event=lambda r: events.append(r.kind_name),
+        RunInputs(
+            ledger,
+            Cas(tmp_path / "w"),
+            p,
+            registry,
+            ToolContext(workspace=tmp_path / "w", room=None),
+            prefix,
+            RunOptions(task="write two files"),
+        ),
+        RunChannels(on_event=lambda r: events.append(r.kind_name)),
     )
     out = asyncio.run(loop.run())
     ledger.close()
