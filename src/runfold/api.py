@@ -574,16 +574,7 @@ class Workspace:
         from runfold.core.address import parse_address
         from runfold.core.ids import run_id_v7
         from runfold.providers.registry import DEFAULT_SPEC, provider_from_spec
-        from runfold.runtime import (
-            RunChannels,
-            RunInputs,
-            RunLoop,
-            RunOptions,
-            build_prefix,
-            make_bill,
-            parse_prices,
-            tool_specs,
-        )
+        from runfold.runtime import RunLoop, RunOptions, build_prefix, make_bill, parse_prices, tool_specs
         from runfold.store.cas import Cas
         from runfold.store.ledger import now_ms
         from runfold.tools import ToolContext, ToolRegistry, builtin_registry
@@ -704,6 +695,8 @@ class Workspace:
                 if ack:
                     ledger.on_durable.append(acknowledge)
                 try:
+                    from runfold.runtime import RunChannels, RunInputs
+
                     loop = RunLoop(
                         RunInputs(
                             ledger,
