@@ -101,11 +101,9 @@ class Tally:
     def reply(
         self, seq: int, model: str, tokens: Mapping[str, int] | None, cost: int | None, saved: int | None
     ) -> None:
-        """Count one reply."""
-        one = Tally(1, dict(tokens) if tokens is not None else dict.fromkeys(TOKEN_KEYS, 0))
-        one.tokens_known, one.cost_usd_micros, one.cache_savings_usd_micros = tokens is not None, cost, saved
-        one.models, one.first_seq = [model], seq
-        self.add(one)
+        """Count the reply at `seq` of `model` (`tokens` None: it recorded no usage)."""
+        counted = dict(tokens) if tokens is not None else dict.fromkeys(TOKEN_KEYS, 0)
+        self.add(Tally(1, counted, tokens is not None, cost, saved, [model], seq))
 
 
 @dataclass
