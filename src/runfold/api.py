@@ -442,8 +442,12 @@ class Workspace:
         return fold_api.raw_prefix([ledger.record_at(s) for s in range(at + 1)], at)
 
     def run_summaries(self) -> list[fold_api.RunSummary]:
-        """One summary per run (status, model, turns, tokens, cost, lineage), by first seq."""
-        return fold_api.run_summaries(self._ledger().records())
+        """One summary per run (status, model, turns, tokens, cost, lineage), by first seq; costs
+        priced as `cost` prices them. Raises `E_CONFIG_INVALID` for a bad price table."""
+        from runfold.runtime.cost import workspace_pricing
+
+        pricing = workspace_pricing(self.config().get("prices") if not self._bare else None)
+        return fold_api.run_summaries(self._ledger().records(), pricing)
 
     def run_tree(self) -> list[fold_api.TreeNode]:
         """The runs arranged by fork, delegation and successor lineage (roots first)."""
@@ -691,22 +695,28 @@ class Workspace:
                 if ack:
                     ledger.on_durable.append(acknowledge)
                 try:
+                    from runfold.runtime import RunChannels, RunInputs
+
                     loop = RunLoop(
-                        ledger,
-                        Cas(self._root),
-                        provider,
-                        registry,
-                        ctx,
-                        prefix,
-                        options,
-                        run_id=run_id,
-                        on_event=on_event,
-                        on_delta=on_delta,
-                        cancel=cancel,
-                        bill=bill,
-                        fork=plan,
-                        steers=steers,
-                        control=control,
+                        RunInputs(
+                            ledger,
+                            Cas(self._root),
+                            provider,
+                            registry,
+                            ctx,
+                            prefix,
+                            options,
+                            run_id=run_id,
+                            fork=plan,
+                            bill=bill,
+                        ),
+                        RunChannels(
+                            on_event=on_event,
+                            on_delta=on_delta,
+                            cancel=cancel,
+                            steers=steers,
+                            control=control,
+                        ),
                     )
                     outcome = await loop.run()
                 finally:
@@ -850,12 +860,12 @@ class Workspace:
         """Tokens and micro-USD by run, model and tool, with prompt-cache savings, for one run
         (id or prefix) or the whole workspace. Unknown prices are None, never 0. Raises
         `E_INVALID_ARGS` for an unknown run, `E_CONFIG_INVALID` for a bad price table."""
-        from runfold.runtime import cost_report, parse_prices, price_of
+        from runfold.runtime import cost_report
+        from runfold.runtime.cost import workspace_pricing
 
-        prices_cfg = self.config().get("prices") if not self._bare else None
-        overrides = parse_prices(prices_cfg) if isinstance(prices_cfg, dict) else None
+        pricing = workspace_pricing(self.config().get("prices") if not self._bare else None)
         records = self.records(run=run) if run is not None else self.records()
-        return cost_report(records, lambda model: price_of(model, overrides))
+        return cost_report(records, pricing.price_of)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from provider_server import ProviderServer
 from runfold.api import Workspace
 from runfold.core.records import Record
 from runfold.providers.scripted import ScriptedProvider
-from runfold.runtime import RunLoop, RunOptions, build_prefix, tool_specs
+from runfold.runtime import RunChannels, RunInputs, RunLoop, RunOptions, build_prefix, tool_specs
 from runfold.store.cas import Cas
 from runfold.store.ledger import Ledger
 from runfold.tools import ToolContext, builtin_registry, tool
@@ -348,14 +348,16 @@ def _loop(
         dialect="anthropic", model="script", tools=tool_specs(registry.tool_table()), room=None
     )
     loop = RunLoop(
-        ledger,
-        Cas(root),
-        ScriptedProvider.of(entries),
-        registry,
-        ToolContext(workspace=root, room=None, tool_timeout_s=timeout_s),
-        prefix,
-        RunOptions(task="try the tools"),
-        cancel=cancel,
+        RunInputs(
+            ledger,
+            Cas(root),
+            ScriptedProvider.of(entries),
+            registry,
+            ToolContext(workspace=root, room=None, tool_timeout_s=timeout_s),
+            prefix,
+            RunOptions(task="try the tools"),
+        ),
+        RunChannels(cancel=cancel),
     )
     try:
         return asyncio.run(loop.run())
@@ -392,14 +394,16 @@ def test_a_tool_cancelled_mid_execution_gets_a_terminal_result(tmp_path: Path) -
         cancel = asyncio.Event()
         asyncio.get_running_loop().call_later(0.5, cancel.set)
         loop = RunLoop(
-            ledger,
-            Cas(root),
-            ScriptedProvider.of([_reply(_use("h1", "hangs", {"seconds": 30})), _reply(_text("never"))]),
-            registry,
-            ToolContext(workspace=root, room=None),
-            prefix,
-            RunOptions(task="wait"),
-            cancel=cancel,
+            RunInputs(
+                ledger,
+                Cas(root),
+                ScriptedProvider.of([_reply(_use("h1", "hangs", {"seconds": 30})), _reply(_text("never"))]),
+                registry,
+                ToolContext(workspace=root, room=None),
+                prefix,
+                RunOptions(task="wait"),
+            ),
+            RunChannels(cancel=cancel),
         )
         try:
             return await loop.run()

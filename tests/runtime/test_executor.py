@@ -12,8 +12,9 @@ import pytest
 from rt_support import call, calls, check_finished, kinds, run_lines, text
 
 from runfold.api import Workspace
+from runfold.cli.common import EXIT_INTERNAL, exit_code_for
 from runfold.core.canonical import content_hash
-from runfold.core.errors import ErrorCode
+from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import RunFolder
 from runfold.core.kinds import Kind
 from runfold.core.payloads import (
@@ -24,11 +25,22 @@ from runfold.core.payloads import (
     ToolResult,
     WatchdogFired,
 )
+from runfold.core.records import Record
 from runfold.providers.scripted import ScriptedProvider
-from runfold.runtime import RetryPolicy, RunLoop, RunOptions, build_prefix, tool_specs
+from runfold.runtime import RetryPolicy, RunChannels, RunInputs, RunLoop, RunOptions, build_prefix, tool_specs
 from runfold.store.cas import Cas
 from runfold.store.ledger import Ledger, WriterIO
-from runfold.tools import ToolContext, builtin_registry
+from runfold.tools import (
+    Tool,
+    ToolCallRequest,
+    ToolContext,
+    ToolOutcome,
+    ToolRegistry,
+    WaveCancelled,
+    builtin_registry,
+    execute_wave,
+)
+from runfold.tools.execute import NotStarted
 
 FAST = RetryPolicy(base_ms=1, cap_ms=5, max_attempts=5)
 
@@ -155,14 +167,16 @@ def test_durability_one_fsync_before_each_model_call_each_writing_tool_and_the_f
     )
     events: list[str] = []
     loop = RunLoop(
-        ledger,
-        Cas(tmp_path / "w"),
-        p,
-        registry,
-        ToolContext(workspace=tmp_path / "w", room=None),
-        prefix,
-        RunOptions(task="write two files"),
-        on_event=lambda r: events.append(r.kind_name),
+        RunInputs(
+            ledger,
+            Cas(tmp_path / "w"),
+            p,
+            registry,
+            ToolContext(workspace=tmp_path / "w", room=None),
+            prefix,
+            RunOptions(task="write two files"),
+        ),
+        RunChannels(on_event=lambda r: events.append(r.kind_name)),
     )
     out = asyncio.run(loop.run())
     ledger.close()
@@ -570,3 +584,51 @@ def test_steers_are_held_while_in_flight_and_the_run_answers_them(ws: Workspace)
     third = p.requests[2].body["messages"]
     assert third[-1]["content"][-1]["text"] == "user: and say when you are done"
     check_finished(ws, out)
+
+
+def test_a_bug_in_the_run_loop_freezes_the_run_as_internal_then_surfaces(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: RunLoop) -> None:
+        raise KeyError("a runfold bug")
+
+    monkeypatch.setattr(RunLoop, "_assemble", broken)
+    events: list[Record] = []
+    with pytest.raises(KeyError):
+        ws.run("anything", model=scripted(text("never")), on_event=events.append)
+    frozen = events[-1].typed(RunFrozen)
+    assert frozen.completion == "cancelled" and frozen.cause == "error"
+    assert frozen.error is not None and frozen.error["code"] == "E_INTERNAL"  # not E_INVALID_ARGS
+    assert exit_code_for(RunfoldError.from_data(frozen.error)) == EXIT_INTERNAL == 4
+    assert ws.verify().lines == events[-1].seq + 1  # verify raises on a bad line
+
+
+def test_a_cancelled_wave_answers_calls_that_never_started_with_a_typed_outcome(tmp_path: Path) -> None:
+    async def slow_write(n: int) -> dict[str, Any]:
+        """Write slowly.
+
+        Args:
+            n: anything.
+        """
+        await asyncio.sleep(30)
+        return {"n": n}
+
+    registry = ToolRegistry()
+    registry.add(Tool.from_function(slow_write, effect="write"))
+    reqs = [ToolCallRequest("w1", "slow_write", '{"n": 1}'), ToolCallRequest("w2", "slow_write", '{"n": 2}')]
+
+    async def cancel_mid_wave() -> list[ToolOutcome]:
+        task = asyncio.ensure_future(execute_wave(reqs, registry, ToolContext(workspace=tmp_path, room=None)))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        try:
+            await task
+        except WaveCancelled as wc:
+            return wc.outcomes
+        raise AssertionError("the wave was not cancelled")
+
+    ran, waiting = asyncio.run(cancel_mid_wave())
+    assert not isinstance(ran, NotStarted) and ran.error is not None
+    assert ran.error["code"] == "E_TOOL_OUTCOME_UNKNOWN"
+    assert isinstance(waiting, NotStarted) and waiting.error is not None
+    assert waiting.error["code"] == "E_GATE_DENIED"

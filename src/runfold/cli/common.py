@@ -36,7 +36,7 @@ EXIT_USAGE = 2
 EXIT_ERROR = 3
 """Any other runfold error: no workspace found, ledger held by another writer, storage failure."""
 EXIT_INTERNAL = 4
-"""A bug in runfold (an exception that is not a RunfoldError); rerun with --debug."""
+"""A bug in runfold (`E_INTERNAL`, or an exception that is not a RunfoldError); rerun with --debug."""
 EXIT_LIMIT = 5
 """`runfold run`: the run ended at a limit (turn ceiling, empty reply, max_tokens stop)."""
 EXIT_CANCELLED = 6
@@ -57,11 +57,14 @@ DEBUG_META_KEY = "runfold.debug"
 
 
 def exit_code_for(error: RunfoldError) -> int:
-    """The process exit code for `error`: 1 for a refused ledger line, 2 for bad arguments, else 3."""
+    """The process exit code for `error`: 1 for a refused ledger line, 2 for bad arguments, 4 for
+    a runfold bug (`E_INTERNAL`), else 3."""
     if isinstance(error, LineRefused) or error.code in _VERIFY_CODES:
         return EXIT_VERIFY_FAILED
     if error.code in _USAGE_CODES:
         return EXIT_USAGE
+    if error.code is ErrorCode.INTERNAL:
+        return EXIT_INTERNAL
     return EXIT_ERROR
 
 
@@ -209,7 +212,7 @@ def _fail(ctx: Any, message: str, code: int, obj: dict[str, Any] | None) -> NoRe
 class RunfoldGroup(TyperGroup):
     """The top-level command group: turns errors into one line on stderr and an exit code.
 
-    A `RunfoldError` prints its `display()` (exit 1, 2 or 3, see `exit_code_for`); any other
+    A `RunfoldError` prints its `display()` (exit 1, 2, 3 or 4, see `exit_code_for`); any other
     exception prints one line asking for `--debug` (exit 4); `--debug` re-raises so the
     traceback shows. A closed stdout (e.g. `runfold log | head`) ends quietly.
     """

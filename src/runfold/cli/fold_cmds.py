@@ -232,7 +232,8 @@ def _tokens_text(tokens: dict[str, int] | None) -> str:
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
     """List the runs: id, status, model, turns, tokens (input+output), cost, task.
 
-    Cost is the sum of billed micro-USD; when a reply has no bill it shows `unknown`, never 0.
+    Turns, tokens and cost are those `runfold cost` shows: a reply's recorded bill, else its tokens
+    priced by config.toml's [prices] or runfold's table; with no usage or no price: `unknown`, never 0.
 
     \b
     Examples:

@@ -22,6 +22,7 @@ from runfold.cli.common import (
     EXIT_CANCELLED,
     EXIT_CODES_HELP,
     EXIT_ERROR,
+    EXIT_INTERNAL,
     EXIT_LIMIT,
     EXIT_OK,
     EXIT_VERIFY_FAILED,
@@ -36,7 +37,7 @@ from runfold.cli.common import (
     workspace_flag,
 )
 from runfold.cli.live import LiveView, tokens, usd
-from runfold.core.errors import invalid_args
+from runfold.core.errors import ErrorCode, invalid_args
 from runfold.core.records import Record
 
 COMPLETION_EXIT: dict[str, int] = {
@@ -348,6 +349,8 @@ def _finish(
     fork_at = last_safe[-1] if last_safe else None
     nexts = _next_commands(outcome.run_id, fork_at, outcome.completion, where)
     code = COMPLETION_EXIT.get(outcome.completion, EXIT_ERROR)
+    if outcome.error is not None and outcome.error.code is ErrorCode.INTERNAL:
+        code = EXIT_INTERNAL  # frozen by a runfold bug
     if json:
         echo_json(
             {

@@ -469,7 +469,8 @@ class Conversation:
         `first`, `extended` (whole messages appended), or `reopened` (the previous last message
         was extended, the DESIGN.md §6 exception; possibly messages appended too).
 
-        Raises `E_INVALID_ARGS` when the conversation is not sendable (see `sendable_problem`).
+        Raises `E_INVALID_ARGS` when the conversation is not sendable (see `sendable_problem`),
+        `E_INTERNAL` if a sent message was edited (a runfold bug).
         """
         problem = self.sendable_problem()
         if problem is not None:
@@ -478,7 +479,7 @@ class Conversation:
         shape = _shape_of_counts(self._sent_counts, counts)
         if shape == "rewritten":  # unreachable by construction; a bug if it ever happens
             raise RunfoldError(
-                code=ErrorCode.INVALID_ARGS,
+                code=ErrorCode.INTERNAL,
                 action="mark conversation sent (a sent message was edited)",
                 subject="the conversation",
                 recovery="report this as a runfold bug with the ledger",

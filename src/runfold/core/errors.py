@@ -12,7 +12,12 @@ from typing import Any
 
 
 class ErrorCode(enum.StrEnum):
-    """Every error code runfold emits (DESIGN.md §11); wire names are the values."""
+    """Every error code runfold emits (DESIGN.md §11); wire names are the values.
+
+    `E_INTERNAL` is runfold's own bug (a state its invariants rule out, an unexpected exception
+    in the run loop); a mistake of the caller or the model is `E_INVALID_ARGS`. The CLI exits 4
+    for `E_INTERNAL`, as for any other bug.
+    """
 
     INVALID_ARGS = "E_INVALID_ARGS"
     PATH_NOT_FOUND = "E_PATH_NOT_FOUND"
@@ -31,6 +36,7 @@ class ErrorCode(enum.StrEnum):
     WIRE_MISMATCH = "E_WIRE_MISMATCH"
     LOG_VERSION_UNSUPPORTED = "E_LOG_VERSION_UNSUPPORTED"
     LEDGER_HELD = "E_LEDGER_HELD"
+    INTERNAL = "E_INTERNAL"
 
 
 LOAD_TIME_CODES: frozenset[ErrorCode] = frozenset(
@@ -125,6 +131,12 @@ class RunfoldError(Exception):
             retry_after_ms=data.get("retry_after_ms"),
             gate=Gate(**gate) if isinstance(gate, dict) else None,
         )
+
+
+def internal(action: str, subject: str, recovery: str) -> RunfoldError:
+    """Shorthand for an `E_INTERNAL` error (a runfold bug); `recovery` says how to carry on and
+    what to report."""
+    return RunfoldError(ErrorCode.INTERNAL, action, subject, recovery)
 
 
 def invalid_args(action: str, subject: str, recovery: str, nearby: tuple[str, ...] = ()) -> RunfoldError:

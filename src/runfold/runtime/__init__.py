@@ -6,7 +6,16 @@ ledger writer; `replay_run` rebuilds every request of a run offline and checks i
 """
 
 from runfold.runtime.cost import CostReport, CostRow, ToolRow, cost_report
-from runfold.runtime.executor import FAILED, RetryPolicy, RunLoop, RunOptions, RunOutcome
+from runfold.runtime.executor import (
+    FAILED,
+    RetryPolicy,
+    RunChannels,
+    RunInputs,
+    RunLoop,
+    RunOptions,
+    RunOutcome,
+    Stop,
+)
 from runfold.runtime.prefix import Prefix, build_prefix, tool_specs
 from runfold.runtime.pricing import Price, make_bill, parse_prices, price_of
 from runfold.runtime.replay import Mismatch, ReplayReport, replay_run
@@ -20,9 +29,12 @@ __all__ = [
     "Price",
     "ReplayReport",
     "RetryPolicy",
+    "RunChannels",
+    "RunInputs",
     "RunLoop",
     "RunOptions",
     "RunOutcome",
+    "Stop",
     "ToolRow",
     "build_prefix",
     "cost_report",

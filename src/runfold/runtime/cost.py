@@ -1,21 +1,49 @@
-"""The cost fold: tokens and micro-USD by run, by model and by tool, with prompt-cache savings.
+"""The cost report: tokens and micro-USD by run, by model and by tool, with prompt-cache savings.
 
-It reads `model_returned.usage` / `billed_usd_micros` (and the model of the `model_called` before
-each reply) and `tool_called`/`tool_result` lines. An unknown price stays unknown (None), never
-zero: a total that includes one unknown-priced reply is unknown too.
+It is a view of the runs fold (`core.fold.runs.RunTally`, the same tally `runfold runs` and a
+run's outcome read), priced by `TablePricing` — the workspace's `[prices."<model>"]` overrides,
+then the providers' table. An unknown price stays unknown (None), never zero: a total that
+includes one unknown-priced reply is unknown too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from runfold.core.canonical import encode_json
-from runfold.core.kinds import Kind
-from runfold.core.payloads import ModelCalled, ModelReturned, ToolResult
+from runfold.core.fold.runs import Tally, ToolTally, run_summaries
 from runfold.core.records import Record
 from runfold.providers.base import Usage
-from runfold.runtime.pricing import Price
+from runfold.runtime.pricing import Price, parse_prices, price_of
+
+
+def usage_of(tokens: Mapping[str, int]) -> Usage:
+    """A count per `TOKEN_KEYS` (as the runs fold sums them) as a provider `Usage`."""
+    return Usage(tokens["input"], tokens["output"], tokens["cache_read"], tokens["cache_write"])
+
+
+@dataclass(frozen=True)
+class TablePricing:
+    """The runs fold's `Pricing` from `price_of(model)` (a `Price` or None when unknown), e.g.
+    `lambda model: runtime.pricing.price_of(model, overrides)`."""
+
+    price_of: Callable[[str], Price | None]
+
+    def cost(self, model: str, tokens: Mapping[str, int]) -> int | None:
+        price = self.price_of(model)
+        return None if price is None else price.cost(usage_of(tokens))
+
+    def cache_savings(self, model: str, tokens: Mapping[str, int]) -> int | None:
+        price = self.price_of(model)
+        return None if price is None else price.cache_savings(usage_of(tokens))
+
+
+def workspace_pricing(prices: object) -> TablePricing:
+    """The pricing of a workspace from the `prices` value of its config.toml: its
+    `[prices."<model>"]` overrides (anything but a table: none), then the providers' table (see
+    `runtime.pricing.price_of`). Raises `E_CONFIG_INVALID` for a bad price table."""
+    overrides = parse_prices(prices) if isinstance(prices, dict) else None
+    return TablePricing(lambda model: price_of(model, overrides))
 
 
 @dataclass
@@ -31,22 +59,15 @@ class CostRow:
     cache_savings_usd_micros: int | None = 0
     models: set[str] = field(default_factory=set)
 
-    def add(self, model: str, usage: Usage, billed: int | None, saved: int | None) -> None:
-        self.calls += 1
-        self.models.add(model)
-        self.usage = Usage(
-            self.usage.input + usage.input,
-            self.usage.output + usage.output,
-            self.usage.cache_read + usage.cache_read,
-            self.usage.cache_write + usage.cache_write,
-        )
-        self.billed_usd_micros = (
-            None if billed is None or self.billed_usd_micros is None else self.billed_usd_micros + billed
-        )
-        self.cache_savings_usd_micros = (
-            None
-            if saved is None or self.cache_savings_usd_micros is None
-            else self.cache_savings_usd_micros + saved
+    @classmethod
+    def of(cls, key: str, tally: Tally) -> CostRow:
+        return cls(
+            key,
+            tally.replies,
+            usage_of(tally.tokens),
+            tally.cost_usd_micros,
+            tally.cache_savings_usd_micros,
+            set(tally.models),
         )
 
 
@@ -72,52 +93,29 @@ class CostReport:
     total: CostRow
 
 
-def _usage_of(data: object) -> Usage:
-    if not isinstance(data, dict):
-        return Usage()
-
-    def n(key: str) -> int:
-        v = data.get(key, 0)
-        return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-    return Usage(n("input"), n("output"), n("cache_read"), n("cache_write"))
-
-
 def cost_report(records: Iterable[Record], price_of: Callable[[str], Price | None]) -> CostReport:
-    """The cost of every run among `records` (ledger order). `price_of(model)` gives the price
-    used for cache savings (and for replies that recorded no `billed_usd_micros`)."""
-    runs: dict[str, CostRow] = {}
-    models: dict[str, CostRow] = {}
-    tools: dict[str, ToolRow] = {}
-    total = CostRow("total")
-    last_model: dict[str, str] = {}
-    for rec in records:
-        if not rec.known:
-            continue
-        kind = rec.kind
-        if kind is Kind.MODEL_CALLED:
-            last_model[rec.run] = rec.typed(ModelCalled).model
-        elif kind is Kind.MODEL_RETURNED:
-            ret = rec.typed(ModelReturned)
-            model = last_model.get(rec.run, "unknown")
-            usage = _usage_of(ret.usage)
-            price = price_of(model)
-            billed = ret.billed_usd_micros
-            if billed is None and price is not None:
-                billed = price.cost(usage)
-            saved = price.cache_savings(usage) if price is not None else None
-            for row in (
-                runs.setdefault(rec.run, CostRow(rec.run)),
-                models.setdefault(model, CostRow(model)),
-                total,
-            ):
-                row.add(model, usage, billed, saved)
-        elif kind is Kind.TOOL_RESULT:
-            res = rec.typed(ToolResult)
-            row_t = tools.setdefault(res.name, ToolRow(res.name))
-            row_t.calls += 1
-            row_t.errors += 1 if res.error is not None else 0
-            row_t.took_us += res.took_us or 0
-            body = res.error if res.error is not None else (res.result or {})
-            row_t.result_bytes += len(encode_json(body))
-    return CostReport(list(runs.values()), list(models.values()), list(tools.values()), total)
+    """The cost of every run among `records` (ledger order): the runs fold's tallies merged by
+    run, model and tool, ordered by first reply (first result for tools). `price_of(model)` prices
+    replies that recorded no `billed_usd_micros` and gives the cache savings."""
+    runs: list[tuple[str, Tally]] = []
+    models: dict[str, Tally] = {}
+    tools: dict[str, ToolTally] = {}
+    total = Tally()
+    for summary in run_summaries(records, TablePricing(price_of)):
+        tally = summary.tally
+        if tally.replies.replies:
+            runs.append((summary.run, tally.replies))
+        total.add(tally.replies)
+        for model, per_model in tally.by_model.items():
+            models.setdefault(model, Tally()).add(per_model)
+        for name, per_tool in tally.tools.items():
+            tools.setdefault(name, ToolTally(name)).add(per_tool)
+    return CostReport(
+        [CostRow.of(run, t) for run, t in sorted(runs, key=lambda r: r[1].first_seq)],
+        [CostRow.of(m, t) for m, t in sorted(models.items(), key=lambda m: m[1].first_seq)],
+        [
+            ToolRow(t.name, t.calls, t.errors, t.took_us, t.result_bytes)
+            for t in sorted(tools.values(), key=lambda t: t.first_seq)
+        ],
+        CostRow.of("total", total),
+    )

@@ -60,6 +60,13 @@ class ToolOutcome:
         return ToolResult.from_data(data)
 
 
+@dataclass(frozen=True)
+class NotStarted(ToolOutcome):
+    """The answer to a call a cancelled wave never started: it did not act, so the run loop
+    writes no line for it (its `error` is `E_GATE_DENIED`, retry yes, for a caller that shows
+    it). Only `WaveCancelled.outcomes` holds these."""
+
+
 def tool_called_payload(call: ToolCallRequest, registry: ToolRegistry) -> ToolCalled:
     """The `tool_called` payload of a call: `args` is the model's original JSON text (a string);
     `effect` and `subject` are filled when the tool is known and its arguments parse."""
@@ -158,7 +165,7 @@ outcomes of every earlier call of the wave, in call order (all finished by then)
 class WaveCancelled(asyncio.CancelledError):
     """The wave was cancelled from outside. `outcomes` still answers every call in call order:
     calls that were running are `E_TOOL_OUTCOME_UNKNOWN`, calls that never started are
-    `E_GATE_DENIED` (they did not act). Being a CancelledError, it cancels the caller if not caught."""
+    `NotStarted` (they did not act). Being a CancelledError, it cancels the caller if not caught."""
 
     def __init__(self, outcomes: list[ToolOutcome]) -> None:
         super().__init__("tool wave cancelled")
@@ -180,7 +187,7 @@ def _outcome_unknown(call: ToolCallRequest, why: str, took_us: int) -> ToolOutco
     return ToolOutcome(call.id, call.name, None, err.to_data(), took_us)
 
 
-def _not_started(call: ToolCallRequest) -> ToolOutcome:
+def _not_started(call: ToolCallRequest) -> NotStarted:
     err = RunfoldError(
         ErrorCode.GATE_DENIED,
         f"start tool call `{call.name}`",
@@ -193,7 +200,7 @@ def _not_started(call: ToolCallRequest) -> ToolOutcome:
             alternative="continue or fork the run and call the tool again there",
         ),
     )
-    return ToolOutcome(call.id, call.name, None, err.to_data(), 0)
+    return NotStarted(call.id, call.name, None, err.to_data(), 0)
 
 
 def _error_of(call: ToolCallRequest, tool: Tool, exc: BaseException) -> RunfoldError:

@@ -1,7 +1,8 @@
 """Folds: pure functions over ledger lines that build views (DESIGN.md §2, §5–§7, §10).
 
 `run` rebuilds a run's conversation through a safe cut point; `fork` plans a fork and takes the
-raw prefix; `runs` summarizes runs and their lineage tree; `why` attributes the window.
+raw prefix; `runs` tallies runs (turns, tokens, cost), summarizes them and arranges their lineage
+tree; `why` attributes the window.
 """
 
 from __future__ import annotations
@@ -34,7 +35,16 @@ from runfold.core.fold.run import (
     not_in_lineage,
     safe_points,
 )
-from runfold.core.fold.runs import RunSummary, TreeNode, render_tree, run_summaries, run_tree
+from runfold.core.fold.runs import (
+    Pricing,
+    RunSummary,
+    RunTally,
+    TreeNode,
+    render_tree,
+    reply_cost,
+    run_summaries,
+    run_tree,
+)
 from runfold.core.fold.why import Change, Part, WhyReport, estimate_tokens, why
 
 __all__ = [
@@ -49,11 +59,13 @@ __all__ = [
     "LostRun",
     "Part",
     "Phase",
+    "Pricing",
     "ResumePlan",
     "ResumeScan",
     "RunFold",
     "RunFolder",
     "RunSummary",
+    "RunTally",
     "TreeNode",
     "WhyReport",
     "estimate_tokens",
@@ -68,6 +80,7 @@ __all__ = [
     "plan_fork",
     "raw_prefix",
     "render_tree",
+    "reply_cost",
     "resume_drafts",
     "run_summaries",
     "run_tree",

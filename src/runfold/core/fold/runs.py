@@ -1,19 +1,23 @@
 """The runs fold: one summary per run (status, model, turns, tokens, cost, lineage) and the tree
 of forks, delegations and successors (DESIGN.md §2, §4, §7).
 
-`runfold runs` and `runfold tree` print these; the fold reads record-only lines too, so it is
-independent of the conversation fold. Unknown token counts or costs stay unknown (None), never 0.
+`RunTally` is the one tally of a run's turns, tool calls, tokens and cost: the run loop feeds it
+each line it writes (`RunOutcome`), `run_summaries` feeds it each line of the ledger (`runfold
+runs`), and the cost report merges the tallies by run, model and tool (`runfold cost`), so all
+three agree. The fold reads record-only lines too, so it is independent of the conversation fold.
+Unknown token counts or costs stay unknown (None), never 0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
+from runfold.core.canonical import encode_json
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.kinds import Kind
-from runfold.core.payloads import ModelCalled, ModelReturned, RunForked, RunFrozen, RunStarted
+from runfold.core.payloads import ModelCalled, ModelReturned, RunForked, RunFrozen, RunStarted, ToolResult
 from runfold.core.records import Record
 
 Status = Literal["running", "done", "limit", "cancelled"]
@@ -21,6 +25,161 @@ Relation = Literal["fork", "delegation", "successor"]
 
 TOKEN_KEYS: tuple[str, ...] = ("input", "output", "cache_read", "cache_write")
 """The `model_returned.usage` counters summed per run (tokens)."""
+
+UNKNOWN_MODEL = "unknown"
+"""The model a reply is counted under when no `model_called` of its run precedes it."""
+
+
+class Pricing(Protocol):
+    """A price table as the fold uses it: micro-USD for one reply of `model` with `tokens` (a
+    mapping of each of TOKEN_KEYS to a count), None when the model's price is unknown."""
+
+    def cost(self, model: str, tokens: Mapping[str, int]) -> int | None: ...
+
+    def cache_savings(self, model: str, tokens: Mapping[str, int]) -> int | None:
+        """What the reply's cache reads saved against the input price (micro-USD)."""
+        ...
+
+
+def tokens_of(usage: object) -> dict[str, int] | None:
+    """`model_returned.usage` as a count per TOKEN_KEYS (missing or non-integer counts are 0);
+    None when the reply recorded no usage."""
+    if not isinstance(usage, dict):
+        return None
+    out: dict[str, int] = {}
+    for key in TOKEN_KEYS:
+        v = usage.get(key, 0)
+        out[key] = v if isinstance(v, int) and not isinstance(v, bool) else 0
+    return out
+
+
+def reply_cost(
+    model: str, tokens: Mapping[str, int] | None, billed: int | None, prices: Pricing | None
+) -> tuple[int | None, int | None]:
+    """The rule that prices one reply (DESIGN.md §3): `(cost, cache savings)` in micro-USD. The
+    cost is the recorded `billed_usd_micros` when the line has one, else the price table's cost
+    of its tokens; either is None when the reply recorded no usage or no price is known."""
+    if tokens is None or prices is None:
+        return billed, None
+    return (billed if billed is not None else prices.cost(model, tokens)), prices.cache_savings(model, tokens)
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b
+
+
+@dataclass
+class Tally:
+    """Totals of some replies: `replies`, `tokens` (a sum per TOKEN_KEYS; a reply with no usage
+    adds 0 and clears `tokens_known`), `cost_usd_micros` and `cache_savings_usd_micros` (None once
+    one reply's is unknown), `models` (first-seen order) and `first_seq` (the first reply's seq)."""
+
+    replies: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
+    tokens_known: bool = True
+    cost_usd_micros: int | None = 0
+    cache_savings_usd_micros: int | None = 0
+    models: list[str] = field(default_factory=list)
+    first_seq: int = -1
+
+    def add(self, other: Tally) -> None:
+        """Add `other`'s replies to these totals."""
+        if other.replies == 0:
+            return
+        if self.replies == 0:
+            self.first_seq = other.first_seq
+        else:
+            self.first_seq = min(self.first_seq, other.first_seq)
+        self.replies += other.replies
+        for key in TOKEN_KEYS:
+            self.tokens[key] += other.tokens[key]
+        self.tokens_known = self.tokens_known and other.tokens_known
+        self.cost_usd_micros = _plus(self.cost_usd_micros, other.cost_usd_micros)
+        self.cache_savings_usd_micros = _plus(self.cache_savings_usd_micros, other.cache_savings_usd_micros)
+        self.models.extend(m for m in other.models if m not in self.models)
+
+    def reply(
+        self, seq: int, model: str, tokens: Mapping[str, int] | None, cost: int | None, saved: int | None
+    ) -> None:
+        """Count the reply at `seq` of `model` (`tokens` None: it recorded no usage)."""
+        counted = dict(tokens) if tokens is not None else dict.fromkeys(TOKEN_KEYS, 0)
+        self.add(Tally(1, counted, tokens is not None, cost, saved, [model], seq))
+
+
+@dataclass
+class ToolTally:
+    """One tool: `calls` (results), `errors`, total `took_us` (µs), `result_bytes` (bytes of the
+    compact JSON results/errors the model read) and `first_seq` (its first result's seq)."""
+
+    name: str
+    calls: int = 0
+    errors: int = 0
+    took_us: int = 0
+    result_bytes: int = 0
+    first_seq: int = -1
+
+    def add(self, other: ToolTally) -> None:
+        if self.calls == 0 or (other.calls and other.first_seq < self.first_seq):
+            self.first_seq = other.first_seq
+        self.calls += other.calls
+        self.errors += other.errors
+        self.took_us += other.took_us
+        self.result_bytes += other.result_bytes
+
+
+@dataclass
+class RunTally:
+    """The one tally of a run's lines (DESIGN.md §4): `turns` (`model_returned` lines),
+    `attempts` (`model_called`), `tool_calls` (`tool_called`), `asked` (the tool calls its replies
+    asked for), the replies' totals (`replies`, and `by_model`), and `tools` (by name).
+
+    Feed it the run's own lines in seq order (`feed`); a reply is counted under the model of the
+    `model_called` before it and priced by `reply_cost` with `prices` (None: recorded bills only).
+    """
+
+    prices: Pricing | None = None
+    turns: int = 0
+    attempts: int = 0
+    tool_calls: int = 0
+    asked: int = 0
+    replies: Tally = field(default_factory=Tally)
+    by_model: dict[str, Tally] = field(default_factory=dict)
+    tools: dict[str, ToolTally] = field(default_factory=dict)
+    called_model: str | None = None
+
+    @property
+    def tokens(self) -> dict[str, int] | None:
+        """The token sums, None when a reply recorded no usage."""
+        return dict(self.replies.tokens) if self.replies.tokens_known else None
+
+    def feed(self, rec: Record) -> None:
+        """Count one line (unknown kinds are skipped). Raises `E_LEDGER_CORRUPT` (from
+        `Record.typed`) when its payload does not match its kind."""
+        if not rec.known:
+            return
+        kind = rec.kind
+        if kind is Kind.MODEL_CALLED:
+            self.attempts += 1
+            self.called_model = rec.typed(ModelCalled).model
+        elif kind is Kind.MODEL_RETURNED:
+            r = rec.typed(ModelReturned)
+            self.turns += 1
+            self.asked += r.calls
+            model = self.called_model or UNKNOWN_MODEL
+            tokens = tokens_of(r.usage)
+            cost, saved = reply_cost(model, tokens, r.billed_usd_micros, self.prices)
+            self.replies.reply(rec.seq, model, tokens, cost, saved)
+            self.by_model.setdefault(model, Tally()).reply(rec.seq, model, tokens, cost, saved)
+        elif kind is Kind.TOOL_CALLED:
+            self.tool_calls += 1
+        elif kind is Kind.TOOL_RESULT:
+            res = rec.typed(ToolResult)
+            body = res.error if res.error is not None else (res.result or {})
+            self.tools.setdefault(res.name, ToolTally(res.name)).add(
+                ToolTally(
+                    res.name, 1, int(res.error is not None), res.took_us or 0, len(encode_json(body)), rec.seq
+                )
+            )
 
 
 def first_line(text: str, width: int) -> str:
@@ -33,9 +192,11 @@ def first_line(text: str, width: int) -> str:
 class RunSummary:
     """One run as `runfold runs` shows it.
 
-    `tokens` maps each of TOKEN_KEYS to a sum in tokens, or is None when a reply of the run has no
-    `usage`; `cost_usd_micros` is the sum of `billed_usd_micros` in micro-USD, or None when a reply
-    has no bill (unknown, never shown as zero). A run with no reply has tokens and cost 0.
+    `turns`, `calls`, `tokens` and `cost_usd_micros` come from its `tally`: `tokens` maps each of
+    TOKEN_KEYS to a sum in tokens, or is None when a reply of the run has no `usage`;
+    `cost_usd_micros` is the replies' cost in micro-USD (`reply_cost`: the recorded bill, else the
+    price table's), or None when one is unknown (never shown as zero). A run with no reply has
+    tokens and cost 0.
     `relation` says how `origin` (the run it came from) produced it: `fork` (it has `run_forked`),
     `successor` (`predecessor` set), `delegation` (`parent` set, no `run_forked`).
     """
@@ -47,10 +208,8 @@ class RunSummary:
     status: Status = "running"
     cause: str | None = None
     model: str | None = None
-    turns: int = 0
-    calls: int = 0
-    tokens: dict[str, int] | None = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
-    cost_usd_micros: int | None = 0
+    tally: RunTally = field(default_factory=RunTally)
+    """The run's turns, tool calls, tokens and cost (see `RunTally`)."""
     task: str = ""
     goal: str = ""
     addr: str | None = None
@@ -62,6 +221,26 @@ class RunSummary:
     lines: int = 0
     error_code: str | None = None
     """The `E_…` code of the error that froze the run (`run_frozen.error`), else None."""
+
+    @property
+    def turns(self) -> int:
+        """Model calls that got a reply (`model_returned` lines)."""
+        return self.tally.turns
+
+    @property
+    def calls(self) -> int:
+        """Tool calls the run's replies asked for."""
+        return self.tally.asked
+
+    @property
+    def tokens(self) -> dict[str, int] | None:
+        """A sum per TOKEN_KEYS, None when a reply of the run has no `usage`."""
+        return self.tally.tokens
+
+    @property
+    def cost_usd_micros(self) -> int | None:
+        """The replies' cost in micro-USD (`reply_cost`), None when one's is unknown."""
+        return self.tally.replies.cost_usd_micros
 
     @property
     def task_head(self) -> str:
@@ -109,7 +288,8 @@ class RunSummary:
         }
 
 
-def _tally(s: RunSummary, rec: Record) -> None:
+def _summarize(s: RunSummary, rec: Record) -> None:
+    s.tally.feed(rec)
     if not rec.known:
         return
     kind = rec.kind
@@ -128,20 +308,6 @@ def _tally(s: RunSummary, rec: Record) -> None:
         model = rec.typed(ModelCalled).model
         if model:
             s.model = model
-    elif kind is Kind.MODEL_RETURNED:
-        r = rec.typed(ModelReturned)
-        s.turns += 1
-        s.calls += r.calls
-        if r.usage is None or s.tokens is None:
-            s.tokens = None
-        else:
-            for key in TOKEN_KEYS:
-                value = r.usage.get(key, 0)
-                s.tokens[key] += value if isinstance(value, int) and not isinstance(value, bool) else 0
-        if r.billed_usd_micros is None or s.cost_usd_micros is None:
-            s.cost_usd_micros = None
-        else:
-            s.cost_usd_micros += r.billed_usd_micros
     elif kind is Kind.RUN_FROZEN:
         frozen = rec.typed(RunFrozen)
         completion = frozen.completion
@@ -151,20 +317,23 @@ def _tally(s: RunSummary, rec: Record) -> None:
         s.error_code = code if isinstance(code, str) else None
 
 
-def run_summaries(records: Iterable[Record]) -> list[RunSummary]:
+def run_summaries(records: Iterable[Record], prices: Pricing | None = None) -> list[RunSummary]:
     """Summarize every run of `records` (any order of runs, lines in seq order), in the order of
-    their first line. Workspace-level lines (the nil run) are not a run. Raises `E_LEDGER_CORRUPT`
-    (from `Record.payload`) when a line's payload does not match its kind."""
+    their first line; replies with no recorded bill are priced with `prices` (None: unknown).
+    Workspace-level lines (the nil run) are not a run. Raises `E_LEDGER_CORRUPT` (from
+    `Record.payload`) when a line's payload does not match its kind."""
     by_run: dict[str, RunSummary] = {}
     for rec in records:
         if rec.run == WORKSPACE_RUN:
             continue
         s = by_run.get(rec.run)
         if s is None:
-            s = by_run[rec.run] = RunSummary(run=rec.run, first_seq=rec.seq, last_seq=rec.seq)
+            s = by_run[rec.run] = RunSummary(
+                run=rec.run, first_seq=rec.seq, last_seq=rec.seq, tally=RunTally(prices)
+            )
         s.last_seq = rec.seq
         s.lines += 1
-        _tally(s, rec)
+        _summarize(s, rec)
     return sorted(by_run.values(), key=lambda s: s.first_seq)
 
 
