@@ -21,7 +21,6 @@ from runfold.core.messages import (
     Role,
     TextBlock,
     ToolResultBlock,
-    ToolUseBlock,
     check_block,
     is_blank_text,
     text_block,
@@ -377,14 +376,18 @@ class Conversation:
             )
         if not blocks:
             raise invalid_args("add an empty wave", where, "add tool results only for a wave with calls")
+        # One pass: the results, then the wave's calls — those of the last reply, plus recorded
+        # calls it lacks (nothing here changes state).
         results: dict[str, tuple[ToolResultBlock, BlockSource]] = {}
-        recorded: list[tuple[ToolUseBlock, BlockSource]] = []
+        last_is_reply = bool(self._messages) and self._messages[-1]["role"] == "assistant"
+        wave = list(self._open_calls)
+        known = self._all_tool_use_ids()
+        extra_calls: list[Block] = []
+        extra_sources: list[BlockSource] = []
         for what, raws, srcs in (("result", blocks, sources), ("call", calls, call_sources)):
             for i, (raw, src) in enumerate(zip(raws, srcs, strict=True)):
                 block = check_block(raw, f"seq {src.seq} {what}[{i}]").copy()
-                if what == "call" and block["kind"] == "tool_use":
-                    recorded.append((block, src))
-                elif what == "result" and block["kind"] == "tool_result":
+                if what == "result" and block["kind"] == "tool_result":
                     if block["tool_use_id"] in results:
                         raise invalid_args(
                             f"add two results for tool call {block['tool_use_id']!r}",
@@ -392,32 +395,22 @@ class Conversation:
                             "answer each call once",
                         )
                     results[block["tool_use_id"]] = (block, src)
+                elif what == "call" and block["kind"] == "tool_use":
+                    if block["id"] in wave:
+                        continue
+                    if block["id"] in known:
+                        raise invalid_args(
+                            f"add tool call {block['id']!r} again",
+                            f"seq {src.seq}",
+                            "tool call ids must be unique within a conversation",
+                        )
+                    extra_calls.append(block)
+                    extra_sources.append(src)
+                    wave.append(block["id"])
                 else:
                     raise invalid_args(
                         f"add {block['kind']} block as a tool {what}", f"seq {src.seq}", _WAVE_RECOVERY[what]
                     )
-
-        # The wave's calls: those of the last reply, plus recorded calls it lacks.
-        last_is_reply = bool(self._messages) and self._messages[-1]["role"] == "assistant"
-        wave = list(self._open_calls)
-        known = self._all_tool_use_ids()
-        extra_calls: list[Block] = []
-        extra_ids: set[str] = set()
-        extra_sources: list[BlockSource] = []
-        for call, src in recorded:
-            call_id = call["id"]
-            if call_id in wave:
-                continue
-            if call_id in known or call_id in extra_ids:
-                raise invalid_args(
-                    f"add tool call {call_id!r} again",
-                    f"seq {src.seq}",
-                    "tool call ids must be unique within a conversation",
-                )
-            extra_calls.append(call)
-            extra_ids.add(call_id)
-            extra_sources.append(src)
-            wave.append(call_id)
         if not wave:
             raise invalid_args(
                 "add tool results with no call before them",
@@ -440,7 +433,7 @@ class Conversation:
 
         # Commit (nothing above changed state).
         if extra_calls:
-            self._ids.update(extra_ids)
+            self._ids.update(wave)  # the open calls' ids are in already
             if last_is_reply:
                 self._messages[-1]["content"].extend(extra_calls)
                 self._counts[-1] += len(extra_calls)

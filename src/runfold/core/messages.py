@@ -17,7 +17,8 @@ Block kinds and their keys (`?` optional):
 - `image`: `locator` str (a CAS locator), `media_type` str
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: on Python 3.11 it makes the TypedDict classes report
+# their `NotRequired` keys as required (`__required_keys__`) to anything reading them at runtime.
 
 import typing
 from typing import Literal, NotRequired, TypedDict, cast

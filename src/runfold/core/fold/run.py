@@ -601,9 +601,7 @@ class _Folder:
                 "does not rewrite a committed result)",
             )
         block, source = wave.results[off.tool_use_id]
-        offloaded = block.copy()
-        offloaded["content"] = offloaded_content(off)
-        wave.results[off.tool_use_id] = (offloaded, source)
+        wave.results[off.tool_use_id] = ({**block, "content": offloaded_content(off)}, source)
 
     def _steer(self, rec: Record) -> None:
         steer = typed(rec, SteerReceived)
