@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from runfold.core.errors import invalid_args
-from runfold.core.messages import check_block
 
 STOPS = ("end_turn", "tool_use", "max_tokens", "refusal")
 """Stop reasons a scripted reply may name; the dialects map them (Chat: `stop`/`tool_calls`/
@@ -99,13 +98,24 @@ def _block(raw: Any, where: str) -> dict[str, Any]:
             where,
             "a reply block is an object whose `kind` is one of " + ", ".join(REPLY_BLOCKS),
         )
-    if raw["kind"] == "tool_use" and isinstance(raw.get("input"), dict):
+    kind = raw["kind"]
+    need = {
+        "text": ("text",),
+        "thinking": ("thinking", "signature"),
+        "redacted_thinking": ("data",),
+        "tool_use": ("id", "name", "input"),
+    }[kind]
+    if kind == "tool_use" and isinstance(raw.get("input"), dict):
         # an object is accepted and kept as compact JSON text (as the scripted provider does)
         raw = {**raw, "input": json.dumps(raw["input"], separators=(",", ":"), ensure_ascii=False)}
-    block = check_block(raw, where)
-    if block["kind"] == "tool_use":
+    for key in need:
+        if not isinstance(raw.get(key), str):
+            raise invalid_args(
+                f"read {kind} block", f"{where}.{key}", f"a {kind} block needs the string {key!r}"
+            )
+    if kind == "tool_use":
         try:
-            args = json.loads(block["input"])
+            args = json.loads(raw["input"])
         except ValueError as err:
             raise invalid_args(
                 "read tool_use input", f"{where}.input", f"`input` must be JSON text of an object ({err})"
