@@ -25,6 +25,7 @@ from runfold.cli.common import (
 from runfold.core.fold.runs import cost_text, render_tree, short_id, status_text
 from runfold.core.fold.why import TOKEN_ESTIMATE, UNATTRIBUTED
 from runfold.core.ids import short_run_ids
+from runfold.core.messages import Block
 
 RunArg = Annotated[
     str,
@@ -49,22 +50,19 @@ def _preview(text: str) -> str:
     return flat if len(flat) <= _PREVIEW else flat[: _PREVIEW - 1] + "…"
 
 
-def _block_line(block: dict[str, Any]) -> str:
-    kind = block.get("kind")
-    if kind == "text":
-        return f"text  {_preview(str(block['text']))}"
-    if kind == "tool_use":
-        return f"tool_use {block['id']} {block['name']}  {_preview(str(block['input']))}"
-    if kind == "tool_result":
-        error = " error" if block.get("is_error") else ""
-        return f"tool_result {block['tool_use_id']}{error}  {_preview(str(block['content']))}"
-    if kind == "thinking":
-        return f"thinking  {_preview(str(block['thinking']))}"
-    if kind == "redacted_thinking":
+def _block_line(block: Block) -> str:
+    if block["kind"] == "text":
+        return f"text  {_preview(block['text'])}"
+    if block["kind"] == "tool_use":
+        return f"tool_use {block['id']} {block['name']}  {_preview(block['input'])}"
+    if block["kind"] == "tool_result":
+        error = " error" if block["is_error"] else ""
+        return f"tool_result {block['tool_use_id']}{error}  {_preview(block['content'])}"
+    if block["kind"] == "thinking":
+        return f"thinking  {_preview(block['thinking'])}"
+    if block["kind"] == "redacted_thinking":
         return "redacted_thinking"
-    if kind == "image":
-        return f"image {block.get('media_type')} {block.get('locator')}"
-    return str(kind)
+    return f"image {block['media_type']} {block['locator']}"
 
 
 def _cut_lines(asked: int, cut: int, moved: str | None) -> list[str]:
@@ -142,7 +140,7 @@ def conversation_cmd(
                 con.print(f"    {_block_line(block)}   (seq {src.seq}, {src.cause})", markup=False)
         for held in fold.conversation.held:
             con.print(
-                f"held (not yet delivered): {_preview(str(held.block['text']))}   (seq {held.source.seq})",
+                f"held (not yet delivered): {_preview(held.block['text'])}   (seq {held.source.seq})",
                 markup=False,
             )
         if not view.with_prefix:

@@ -17,6 +17,8 @@ from rich.live import Live
 from rich.text import Text
 
 from runfold.cli.summary import head, short_run
+from runfold.core.errors import RunfoldError
+from runfold.core.messages import reply_blocks
 from runfold.core.records import Record
 
 TAIL_CHARS = 160
@@ -187,17 +189,12 @@ class LiveView:
             self.billed_usd_micros = None
         elif self.billed_usd_micros is not None:
             self.billed_usd_micros += billed
-        message = data.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        texts = [
-            str(b.get("text", ""))
-            for b in (content if isinstance(content, list) else [])
-            if isinstance(b, dict) and b.get("kind") == "text"
-        ]
-        thinking = any(
-            isinstance(b, dict) and b.get("kind") in ("thinking", "redacted_thinking")
-            for b in (content if isinstance(content, list) else [])
-        )
+        try:
+            blocks = reply_blocks(data.get("message"))
+        except RunfoldError:  # a malformed reply shows as one without content
+            blocks = []
+        texts = [b["text"] for b in blocks if b["kind"] == "text"]
+        thinking = any(b["kind"] in ("thinking", "redacted_thinking") for b in blocks)
         calls = _int(data, "calls")
         said = " ".join(t for t in texts if t.strip())
         self.last_reply = "\n\n".join(t for t in texts if t.strip())

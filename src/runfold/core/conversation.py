@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
-from runfold.core.messages import Block, Message, check_block, text_block
+from runfold.core.messages import (
+    Block,
+    Message,
+    Role,
+    TextBlock,
+    ToolResultBlock,
+    check_block,
+    is_blank_text,
+    text_block,
+)
 from runfold.core.speakers import parse_source
 
 CAUSES: tuple[str, ...] = (
@@ -68,20 +77,16 @@ class BlockSource:
 class HeldText:
     """User text waiting for a place: its text block and where it came from."""
 
-    block: Block
+    block: TextBlock
     source: BlockSource
 
 
 def _copy_message(msg: Message) -> Message:
-    return {"role": msg["role"], "content": [dict(b) for b in msg["content"]]}
-
-
-def _is_blank_text(block: Block) -> bool:
-    return block.get("kind") == "text" and not str(block.get("text", "")).strip()
+    return {"role": msg["role"], "content": [b.copy() for b in msg["content"]]}
 
 
 def _tool_use_ids(content: Sequence[Block]) -> list[str]:
-    return [str(b["id"]) for b in content if b.get("kind") == "tool_use"]
+    return [b["id"] for b in content if b["kind"] == "tool_use"]
 
 
 class Conversation:
@@ -194,7 +199,7 @@ class Conversation:
 
     # ---- user content ----------------------------------------------------------------
 
-    def _user_block(self, text: str, source: BlockSource, what: str) -> Block:
+    def _user_block(self, text: str, source: BlockSource, what: str) -> TextBlock:
         if not isinstance(text, str) or not text.strip():
             raise invalid_args(
                 f"add {what} (empty or whitespace-only text)",
@@ -207,7 +212,7 @@ class Conversation:
         """The one door for user content that is not held: join the open user message, else open
         a new one. Held text is drained with it: after tool `results` (tool_result blocks come
         first), before user text (it arrived earlier). Callers ensure it may land."""
-        held_blocks = [h.block for h in self._held]
+        held_blocks: list[Block] = [h.block for h in self._held]
         held_sources = [h.source for h in self._held]
         self._held = []
         if results:
@@ -309,11 +314,11 @@ class Conversation:
         content: list[Block] = []
         seen = self._all_tool_use_ids()
         for i, raw in enumerate(blocks):
-            block = dict(check_block(raw, f"{where} message.content[{i}]"))
-            if _is_blank_text(block):
+            block = check_block(raw, f"{where} message.content[{i}]").copy()
+            if is_blank_text(block):
                 continue
             if block["kind"] == "tool_use":
-                call_id = str(block["id"])
+                call_id = block["id"]
                 if call_id in seen:
                     raise invalid_args(
                         f"add reply with duplicate tool call id {call_id!r}",
@@ -371,48 +376,41 @@ class Conversation:
             )
         if not blocks:
             raise invalid_args("add an empty wave", where, "add tool results only for a wave with calls")
-        results: dict[str, tuple[Block, BlockSource]] = {}
-        for i, (raw, src) in enumerate(zip(blocks, sources, strict=True)):
-            block = dict(check_block(raw, f"seq {src.seq} result[{i}]"))
-            if block["kind"] != "tool_result":
-                raise invalid_args(
-                    f"add {block['kind']} block as a tool result",
-                    f"seq {src.seq}",
-                    "give tool_result blocks (see tool_result.tool_result_block)",
-                )
-            call_id = str(block["tool_use_id"])
-            if call_id in results:
-                raise invalid_args(
-                    f"add two results for tool call {call_id!r}", f"seq {src.seq}", "answer each call once"
-                )
-            results[call_id] = (block, src)
-
-        # The wave's calls: those of the last reply, plus recorded calls it lacks.
+        # One pass: the results, then the wave's calls — those of the last reply, plus recorded
+        # calls it lacks (nothing here changes state).
+        results: dict[str, tuple[ToolResultBlock, BlockSource]] = {}
         last_is_reply = bool(self._messages) and self._messages[-1]["role"] == "assistant"
         wave = list(self._open_calls)
         known = self._all_tool_use_ids()
         extra_calls: list[Block] = []
         extra_sources: list[BlockSource] = []
-        for i, (raw, src) in enumerate(zip(calls, call_sources, strict=True)):
-            call = dict(check_block(raw, f"seq {src.seq} call[{i}]"))
-            if call["kind"] != "tool_use":
-                raise invalid_args(
-                    f"add {call['kind']} block as a tool call",
-                    f"seq {src.seq}",
-                    "give tool_use blocks (see tool_result.tool_use_block_of)",
-                )
-            call_id = str(call["id"])
-            if call_id in wave:
-                continue
-            if call_id in known or any(c["id"] == call_id for c in extra_calls):
-                raise invalid_args(
-                    f"add tool call {call_id!r} again",
-                    f"seq {src.seq}",
-                    "tool call ids must be unique within a conversation",
-                )
-            extra_calls.append(call)
-            extra_sources.append(src)
-            wave.append(call_id)
+        for what, raws, srcs in (("result", blocks, sources), ("call", calls, call_sources)):
+            for i, (raw, src) in enumerate(zip(raws, srcs, strict=True)):
+                block = check_block(raw, f"seq {src.seq} {what}[{i}]").copy()
+                if what == "result" and block["kind"] == "tool_result":
+                    if block["tool_use_id"] in results:
+                        raise invalid_args(
+                            f"add two results for tool call {block['tool_use_id']!r}",
+                            f"seq {src.seq}",
+                            "answer each call once",
+                        )
+                    results[block["tool_use_id"]] = (block, src)
+                elif what == "call" and block["kind"] == "tool_use":
+                    if block["id"] in wave:
+                        continue
+                    if block["id"] in known:
+                        raise invalid_args(
+                            f"add tool call {block['id']!r} again",
+                            f"seq {src.seq}",
+                            "tool call ids must be unique within a conversation",
+                        )
+                    extra_calls.append(block)
+                    extra_sources.append(src)
+                    wave.append(block["id"])
+                else:
+                    raise invalid_args(
+                        f"add {block['kind']} block as a tool {what}", f"seq {src.seq}", _WAVE_RECOVERY[what]
+                    )
         if not wave:
             raise invalid_args(
                 "add tool results with no call before them",
@@ -435,7 +433,7 @@ class Conversation:
 
         # Commit (nothing above changed state).
         if extra_calls:
-            self._ids.update(str(c["id"]) for c in extra_calls)
+            self._ids.update(wave)  # the open calls' ids are in already
             if last_is_reply:
                 self._messages[-1]["content"].extend(extra_calls)
                 self._counts[-1] += len(extra_calls)
@@ -509,7 +507,7 @@ class Conversation:
         conv = cls()
         if len(messages) != len(sources):
             raise invalid_args("inherit conversation", "sources", "give one source list per message")
-        expected = "user"
+        expected: Role = "user"
         for i, (msg, srcs) in enumerate(zip(messages, sources, strict=True)):
             where = f"message {i}"
             role = msg.get("role") if isinstance(msg, dict) else None
@@ -522,11 +520,11 @@ class Conversation:
                 )
             if len(srcs) != len(content):
                 raise invalid_args("inherit conversation", f"{where} sources", "give one source per block")
-            blocks = [dict(check_block(b, f"{where}.content[{j}]")) for j, b in enumerate(content)]
-            if any(_is_blank_text(b) for b in blocks):
+            blocks = [check_block(b, f"{where}.content[{j}]").copy() for j, b in enumerate(content)]
+            if any(is_blank_text(b) for b in blocks):
                 raise invalid_args("inherit conversation (blank text block)", where, "drop blank text blocks")
             if role == "user":
-                answered = [str(b["tool_use_id"]) for b in blocks if b["kind"] == "tool_result"]
+                answered = [b["tool_use_id"] for b in blocks if b["kind"] == "tool_result"]
                 calls = _tool_use_ids(conv._messages[-1]["content"]) if i > 0 else []
                 if sorted(answered) != sorted(calls):
                     raise invalid_args(
@@ -534,11 +532,11 @@ class Conversation:
                         where,
                         "cut the mother at a safe point outside a wave",
                     )
-            conv._messages.append({"role": role, "content": blocks})
+            conv._messages.append({"role": expected, "content": blocks})
             conv._counts.append(len(blocks))
             conv._ids.update(_tool_use_ids(blocks))
             conv._sources.append(list(srcs))
-            expected = "assistant" if role == "user" else "user"
+            expected = "assistant" if expected == "user" else "user"
         if conv._messages and conv._messages[-1]["role"] == "assistant":
             if _tool_use_ids(conv._messages[-1]["content"]):
                 raise invalid_args(
@@ -548,6 +546,11 @@ class Conversation:
                 )
         return conv
 
+
+_WAVE_RECOVERY = {
+    "result": "give tool_result blocks (see tool_result.tool_result_block)",
+    "call": "give tool_use blocks (see tool_result.tool_use_block_of)",
+}
 
 _SENDABLE_RECOVERY = (
     "assemble a request only when the last message is a user message and every tool call has its result"

@@ -9,13 +9,13 @@ run sent and the bytes a fold rebuilds cannot drift apart.
 from __future__ import annotations
 
 from runfold.core.canonical import encode_json
-from runfold.core.messages import Block
+from runfold.core.messages import ToolResultBlock, ToolUseBlock
 from runfold.core.messages import tool_result_block as _result_block
 from runfold.core.messages import tool_use_block as _use_block
 from runfold.core.payloads import ToolCalled, ToolResult
 
 
-def tool_result_block(payload: ToolResult) -> Block:
+def tool_result_block(payload: ToolResult) -> ToolResultBlock:
     """`{kind: tool_result, tool_use_id, content, is_error}` for a `tool_result` payload.
 
     `content` is `encode_json` of `payload.error` when present (then `is_error` is True), else of
@@ -27,7 +27,7 @@ def tool_result_block(payload: ToolResult) -> Block:
     return _result_block(payload.tool_use_id, encode_json(result).decode("utf-8"), False)
 
 
-def tool_use_block_of(call: ToolCalled) -> Block:
+def tool_use_block_of(call: ToolCalled) -> ToolUseBlock:
     """`{kind: tool_use, id, name, input}` for a `tool_called` payload.
 
     `input` is the arguments' JSON text: `call.args` itself when it is a string (the model's

@@ -12,10 +12,11 @@ import email.utils
 import inspect
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from runfold.core.messages import Block
 from runfold.providers.base import ProviderError, StreamCallback, retryable_status
 
 JSON_HEADERS: Mapping[str, str] = {"content-type": "application/json"}
@@ -187,9 +188,9 @@ def dumps_exact(value: Any) -> str:
     return json.dumps(value)
 
 
-def refusal(provider: str, blocks: list[Any], why: str) -> ProviderError:
+def refusal(provider: str, blocks: Sequence[Block], why: str) -> ProviderError:
     """The model refused to answer (Anthropic `stop_reason: refusal`, OpenAI `content_filter`):
     not retryable; the message quotes the start of any text it gave."""
-    said = " ".join(str(b.get("text", "")) for b in blocks if b.get("kind") == "text").strip()
+    said = " ".join(b["text"] for b in blocks if b["kind"] == "text").strip()
     quoted = f": {said[:200]!r}" if said else ""
     return ProviderError(f"{provider} refused the request ({why}){quoted}", status=None, retryable=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from runfold.core.messages import Block, text_block, thinking_block, tool_use_block
+from runfold.core.messages import Block, redacted_thinking_block, text_block, thinking_block, tool_use_block
 from runfold.providers._sdk import (
     JSON_HEADERS,
     Clock,
@@ -198,7 +198,7 @@ def _blocks(content: list[Any], model: str) -> list[Block]:
                 thinking_block(str(item.get("thinking", "")), str(item.get("signature", "")), **provenance)
             )
         elif kind == "redacted_thinking":
-            out.append({"kind": "redacted_thinking", "data": str(item.get("data", "")), **provenance})
+            out.append(redacted_thinking_block(str(item.get("data", "")), **provenance))
         elif kind == "tool_use":
             out.append(tool_use_block(str(item["id"]), str(item["name"]), dumps_exact(item.get("input", {}))))
     return out

@@ -90,11 +90,11 @@ def parse_entry(raw: Any, where: str = "script[0]") -> ScriptEntry:
     blocks: list[Block] = []
     for i, b in enumerate(content):
         path = f"{where}.content[{i}]"
-        block = dict(check_block(b, path))
+        if isinstance(b, dict) and b.get("kind") == "tool_use" and not isinstance(b.get("input", ""), str):
+            b = {**b, "input": orjson.dumps(b["input"]).decode("utf-8")}  # an object: its compact JSON text
+        block = check_block(b, path).copy()
         if block["kind"] == "tool_result":
             raise invalid_args("read reply block", path, "a model reply holds no tool_result blocks")
-        if block["kind"] == "tool_use" and not isinstance(block["input"], str):
-            block["input"] = orjson.dumps(block["input"]).decode("utf-8")
         blocks.append(block)
     stop = raw.get("stop")
     if stop is not None and stop not in STOPS:
@@ -244,7 +244,7 @@ class ScriptedProvider:
         if on_delta is not None:
             for b in entry.blocks:
                 if b["kind"] == "text":
-                    res = on_delta("text", str(b["text"]))
+                    res = on_delta("text", b["text"])
                     if res is not None:
                         await res
         stop = entry.stop or (
@@ -252,7 +252,7 @@ class ScriptedProvider:
         )
         usage = entry.usage or Usage(input=len(request.body_bytes) // 4, output=_estimate(entry.blocks))
         return Reply(
-            blocks=[dict(b) for b in entry.blocks],
+            blocks=[b.copy() for b in entry.blocks],
             stop=stop,
             usage=usage,
             first_byte_us=first,

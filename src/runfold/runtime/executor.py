@@ -21,7 +21,7 @@ from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal
 from runfold.core.fold import ForkPlan, RunFolder
 from runfold.core.ids import run_id_v7
-from runfold.core.messages import Block, check_block
+from runfold.core.messages import Block, ToolUseBlock, check_block
 from runfold.core.payloads import (
     BytesRef,
     Evidence,
@@ -42,7 +42,6 @@ from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
 from runfold.runtime.prefix import Prefix
-from runfold.runtime.prefix import make_struct as _make
 from runfold.runtime.retry import RetryPolicy, backoff_reason
 from runfold.runtime.run_spec import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.safe_points import Interrupted, SafePoints
@@ -75,7 +74,7 @@ STALL_STEER: Final = (
 def _visible(blocks: Sequence[Block]) -> bool:
     """True when a reply says something: a non-blank text block or a tool call."""
     return any(
-        (b["kind"] == "text" and str(b.get("text", "")).strip()) or b["kind"] == "tool_use" for b in blocks
+        (b["kind"] == "text" and b["text"].strip()) or b["kind"] == "tool_use" for b in blocks
     )
 
 
@@ -196,8 +195,7 @@ class RunLoop:
             if opts.max_turns is not None:
                 policy["max_turns"] = opts.max_turns
             self._write(
-                _make(
-                    RunStarted,
+                RunStarted(
                     task=opts.task,
                     goal=opts.goal,
                     skills=[],
@@ -208,7 +206,7 @@ class RunLoop:
                 who=opts.who,
             )
         if opts.note is not None:
-            self._write(_make(SteerReceived, source="runtime", text=opts.note), who=RUNTIME)
+            self._write(SteerReceived(source="runtime", text=opts.note), who=RUNTIME)
         reraise: BaseException | None = None
         try:
             stop = await self._turns()
@@ -247,7 +245,7 @@ class RunLoop:
         self._position = self.cache.remember_records(lin.records())
         self.outcome.inherited_lines = self.folder.feeds
         for msg in plan.inherited.messages:
-            self._tool_ids.update(str(b["id"]) for b in msg["content"] if b.get("kind") == "tool_use")
+            self._tool_ids.update(b["id"] for b in msg["content"] if b["kind"] == "tool_use")
         started, forked = plan.drafts
         assert isinstance(started.data, Payload) and isinstance(forked.data, Payload)
         self.addr = started.addr
@@ -262,7 +260,7 @@ class RunLoop:
             if (stop := self.points.at("before assemble")) is not None:
                 return stop
             if self._steer is not None:
-                self._write(_make(SteerReceived, source="runtime", text=self._steer), who=RUNTIME)
+                self._write(SteerReceived(source="runtime", text=self._steer), who=RUNTIME)
                 self._steer = None
             request = self._assemble()
             if (stop := self.points.at("before call")) is not None:
@@ -272,7 +270,7 @@ class RunLoop:
                 return answered
             rec, reply = answered
             calls = [b for b in reply.blocks if b["kind"] == "tool_use"]
-            evidence = [_make(Evidence, kind="model_returned", seq=rec.seq)]
+            evidence = [Evidence(kind="model_returned", seq=rec.seq)]
             if (stop := self._check_stall(reply.blocks, calls)) is not None:
                 return stop
             if reply.stop in LIMIT_STOPS:
@@ -320,8 +318,7 @@ class RunLoop:
             self._recorded_segments = prefix.segments()
             self._recorded_tools = prefix.tools_ref()
             self._write(
-                _make(
-                    PromptAssembled,
+                PromptAssembled(
                     segments=self._recorded_segments,
                     tools=self._recorded_tools,
                     breakpoints=list(rendered.breakpoints),
@@ -333,8 +330,7 @@ class RunLoop:
             tools_moved = True
         prefix.check_against(self._recorded_segments, self._recorded_tools, f"run {self.run_id}")
         self._write(
-            _make(
-                PromptShapeCompared,
+            PromptShapeCompared(
                 system_moved=system_moved,
                 tools_moved=tools_moved,
                 conversation=shape,
@@ -349,14 +345,13 @@ class RunLoop:
     async def _call(self, request: Request) -> tuple[Record, Reply] | Stop:
         """Step 4: call the model until it replies (the `model_returned` and the reply), retrying
         retryable provider errors after a back-off; or the run's stop (cancelled, failed)."""
-        ref = _make(BytesRef, hash=content_hash(request.body_bytes), bytes=len(request.body_bytes))
+        ref = BytesRef(hash=content_hash(request.body_bytes), bytes=len(request.body_bytes))
         policy = self.options.retry
         attempt = 0
         while True:
             attempt += 1
             self._write(
-                _make(
-                    ModelCalled,
+                ModelCalled(
                     model=request.model,
                     request=ref,
                     dialect=request.dialect,
@@ -373,8 +368,7 @@ class RunLoop:
                     return Stop.failed(err)
                 delay = policy.delay_ms(attempt, err.retry_after_ms, self.rand())
                 self._write(
-                    _make(
-                        WatchdogFired,
+                    WatchdogFired(
                         reason=backoff_reason(err),
                         attempt=attempt,
                         status=err.status,
@@ -418,33 +412,30 @@ class RunLoop:
         """Why a reply cannot continue the conversation (malformed block, reused tool call id),
         checked before it is written so the ledger never holds a line its fold refuses."""
         seen: set[str] = set()
-        for i, b in enumerate(reply.blocks):
+        for i, raw in enumerate(reply.blocks):
             try:
-                check_block(b, f"content[{i}]")
+                b = check_block(raw, f"content[{i}]")
             except RunfoldError as err:
                 return f"{err.subject}: {err.action}"
             if b["kind"] == "tool_result":
                 return f"content[{i}] is a tool_result block"
             if b["kind"] == "tool_use":
-                if not isinstance(b["input"], str):
-                    return f"content[{i}].input is not the arguments' JSON text"
-                if str(b["id"]) in seen or str(b["id"]) in self._tool_ids:
+                if b["id"] in seen or b["id"] in self._tool_ids:
                     return f"content[{i}] reuses tool call id {b['id']!r}"
-                seen.add(str(b["id"]))
+                seen.add(b["id"])
         return None
 
     def _returned(self, request: Request, reply: Reply, sent_ms: int, took_us: int) -> Record:
         calls = sum(1 for b in reply.blocks if b["kind"] == "tool_use")
         usage = reply.usage
         billed = self.bill(request.model, usage) if usage is not None and self.bill is not None else None
-        self._tool_ids.update(str(b["id"]) for b in reply.blocks if b["kind"] == "tool_use")
+        self._tool_ids.update(b["id"] for b in reply.blocks if b["kind"] == "tool_use")
         first_at = sent_ms + reply.first_byte_us // 1000 if reply.first_byte_us is not None else None
         conv = self.folder.conversation
         held_before = len(conv.held) if conv is not None else 0
         rec = self._write(
-            _make(
-                ModelReturned,
-                message={"content": [dict(b) for b in reply.blocks]},
+            ModelReturned(
+                message={"content": [b.copy() for b in reply.blocks]},
                 calls=calls,
                 stop=reply.stop,
                 usage=usage.to_data() if usage is not None else None,
@@ -459,26 +450,26 @@ class RunLoop:
 
     # ---- stall guard ----------------------------------------------------------------------------
 
-    def _check_stall(self, blocks: Sequence[Block], calls: Sequence[Block]) -> Stop | None:
+    def _check_stall(self, blocks: Sequence[Block], calls: Sequence[ToolUseBlock]) -> Stop | None:
         """The stall guard: the same action `STALL_REPEATS` times in a row gets a corrective
         steer; once more, the run's stop (`E_LOOP_SUSPECTED`)."""
         if calls:
             action: tuple[Any, ...] = (
                 "calls",
-                tuple((str(c["name"]), canonical_args(str(c["input"]))) for c in calls),
+                tuple((c["name"], canonical_args(c["input"])) for c in calls),
             )
         else:
-            action = ("text", tuple(str(b.get("text", "")) for b in blocks if b["kind"] == "text"))
+            action = ("text", tuple(b["text"] for b in blocks if b["kind"] == "text"))
         if action == self._last_action:
             self._repeats += 1
         else:
             self._last_action = action
             self._repeats = 1
         if self._repeats == STALL_REPEATS:
-            self._write(_make(WatchdogFired, reason="repeat", attempt=self._repeats), who=RUNTIME)
+            self._write(WatchdogFired(reason="repeat", attempt=self._repeats), who=RUNTIME)
             self._steer = STALL_STEER.format(n=self._repeats)
         elif self._repeats > STALL_REPEATS:
-            self._write(_make(WatchdogFired, reason="repeat", attempt=self._repeats), who=RUNTIME)
+            self._write(WatchdogFired(reason="repeat", attempt=self._repeats), who=RUNTIME)
             err = RunfoldError(
                 ErrorCode.LOOP_SUSPECTED,
                 f"continue the run (the model took the same action {self._repeats} times in a row, "
@@ -491,11 +482,11 @@ class RunLoop:
 
     # ---- the wave ---------------------------------------------------------------------------------
 
-    async def _wave(self, calls: Sequence[Block]) -> Stop | None:
+    async def _wave(self, calls: Sequence[ToolUseBlock]) -> Stop | None:
         """Step 6: execute one wave of tool calls and write their lines in call order (calls a
         cancel left unstarted get none); the run's stop when it was cancelled, else None. An
         outer cancellation is re-raised once the lines of the calls that ran are written."""
-        reqs = [ToolCallRequest(str(c["id"]), str(c["name"]), str(c["input"])) for c in calls]
+        reqs = [ToolCallRequest(c["id"], c["name"], c["input"]) for c in calls]
         index = {r.id: i for i, r in enumerate(reqs)}
         state = {"next": 0}  # first call whose lines are not all written
         called: set[int] = set()
@@ -588,8 +579,7 @@ class RunLoop:
         completion = stop.completion
         ledger_completion = "cancelled" if completion == FAILED else completion
         self._write(
-            _make(
-                HandoffWritten,
+            HandoffWritten(
                 must_read=[],
                 overview=self.options.task[:500],
                 progress=f"{out.turns} turn(s), {out.tool_calls} tool call(s); {stop.reason}",
@@ -603,8 +593,7 @@ class RunLoop:
             who=RUNTIME,
         )
         rec = self._write(
-            _make(
-                RunFrozen,
+            RunFrozen(
                 completion=ledger_completion,
                 evidence=list(stop.evidence) or None,
                 cause="error" if completion == FAILED else None,

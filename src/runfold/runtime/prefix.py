@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
@@ -18,16 +18,6 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.messages import Message
 from runfold.core.payloads import BytesRef, Segment
 from runfold.core.render import RequestSpec, SystemSegment, ToolSpec, tools_bytes
-from runfold.core.struct import Struct
-
-S = TypeVar("S", bound=Struct)
-
-
-def make_struct(cls: type[S], **fields: Any) -> S:
-    """Build a payload or nested struct by field name (the payload dataclasses are declared
-    through an alias type checkers do not follow; this keeps call sites checked at runtime)."""
-    return cls(**fields)
-
 
 PREFIX_FORMAT = 1
 """Version of the prefix document (`format` key); readers refuse a higher one."""
@@ -149,13 +139,13 @@ class Prefix:
         out = []
         for s in self.system:
             raw = s.text.encode("utf-8")
-            out.append(make_struct(Segment, slot=s.slot, hash=content_hash(raw), len=len(raw)))
+            out.append(Segment(slot=s.slot, hash=content_hash(raw), len=len(raw)))
         return out
 
     def tools_ref(self) -> BytesRef:
         """`prompt_assembled.tools`: BLAKE3 and length in bytes of `tools_bytes(tools)`."""
         raw = tools_bytes(self.tools)
-        return make_struct(BytesRef, hash=content_hash(raw), bytes=len(raw))
+        return BytesRef(hash=content_hash(raw), bytes=len(raw))
 
     def check_against(self, segments: Sequence[Segment], tools: BytesRef | None, where: str) -> None:
         """Raise `E_WIRE_MISMATCH` naming the slot when this prefix's segment hashes or tool

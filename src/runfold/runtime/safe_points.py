@@ -16,7 +16,6 @@ from typing import TypeVar
 from runfold.core.payloads import CancelReceived, Payload, SteerReceived
 from runfold.core.records import Record
 from runfold.runtime.control import Steer, steer_author
-from runfold.runtime.prefix import make_struct as _make
 from runfold.runtime.run_spec import RunChannels, Stop
 
 T = TypeVar("T")
@@ -87,7 +86,7 @@ class SafePoints:
             if not steer.text.strip() or not self._new_signal(steer.signal):
                 continue
             rec = self._write(
-                _make(SteerReceived, source=steer.source, text=steer.text, signal=steer.signal),
+                SteerReceived(source=steer.source, text=steer.text, signal=steer.signal),
                 steer_author(steer.source, self._person),
             )
             self._note_signal(steer.signal, rec)
@@ -116,7 +115,7 @@ class SafePoints:
         signal = self.control.cancel_signal if self.control is not None else None
         if signal is not None and not self._new_signal(signal):
             signal = None
-        rec = self._write(_make(CancelReceived, source="user", signal=signal), "person")
+        rec = self._write(CancelReceived(source="user", signal=signal), "person")
         self._note_signal(signal, rec)
 
     async def race(self, coro: Awaitable[T]) -> T | Interrupted:

@@ -36,7 +36,7 @@ from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.fold.resume import closed_by_resume
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.kinds import Kind
-from runfold.core.messages import Block, Message, reply_blocks
+from runfold.core.messages import Block, Message, ToolResultBlock, ToolUseBlock, reply_blocks
 from runfold.core.payloads import (
     ContextChanged,
     ModelReturned,
@@ -291,8 +291,8 @@ class _Wave:
     reply: list[Block]
     calls: int
     use_ids: list[str]
-    called: dict[str, tuple[Block, BlockSource]] = field(default_factory=dict)
-    results: dict[str, tuple[Block, BlockSource]] = field(default_factory=dict)
+    called: dict[str, tuple[ToolUseBlock, BlockSource]] = field(default_factory=dict)
+    results: dict[str, tuple[ToolResultBlock, BlockSource]] = field(default_factory=dict)
 
     def needed(self) -> int:
         return max(self.calls, len(self.use_ids))
@@ -514,7 +514,7 @@ class _Folder:
             blocks = reply_blocks(returned.message)
         except RunfoldError as exc:
             _corrupt(rec, exc.subject, exc.action)
-        use_ids = [str(b["id"]) for b in blocks if b["kind"] == "tool_use"]
+        use_ids = [b["id"] for b in blocks if b["kind"] == "tool_use"]
         if returned.calls < len(use_ids):
             _corrupt(
                 rec,
@@ -622,7 +622,7 @@ def inherit(conversation: Conversation) -> Conversation:
     Conversation never produces."""
     child = Conversation.inherit(conversation.messages, conversation.sources)
     for held in conversation.held:
-        child.add_user_text(str(held.block["text"]), held.source)
+        child.add_user_text(held.block["text"], held.source)
     return child
 
 

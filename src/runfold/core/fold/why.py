@@ -240,7 +240,7 @@ def why(
             size = len(encode_json(block))
             at = landed[flat] if flat < len(landed) else src.seq
             flat += 1
-            kind = str(block.get("kind"))
+            kind = block["kind"]
             parts.append(
                 Part(
                     "conversation",

@@ -13,7 +13,14 @@ from typing import Any
 import orjson
 
 from runfold.core.errors import invalid_args
-from runfold.core.messages import Block, text_block, thinking_block, tool_use_block
+from runfold.core.messages import (
+    Block,
+    is_blank_text,
+    redacted_thinking_block,
+    text_block,
+    thinking_block,
+    tool_use_block,
+)
 from runfold.core.render.spec import (
     ANTHROPIC,
     MAX_BREAKPOINTS,
@@ -23,7 +30,6 @@ from runfold.core.render.spec import (
     RequestSpec,
     checked_messages,
     image_data,
-    is_blank_text,
     is_sent,
     need,
     parse_arguments,
@@ -94,17 +100,16 @@ def finish(spec: RequestSpec, messages: list[dict[str, Any]], opener: int | None
 def render_block(spec: RequestSpec, block: Block, where: str) -> dict[str, Any] | None:
     """One internal block as an Anthropic content block, or None when it is not sent (blank
     text, foreign thinking)."""
-    kind = block["kind"]
-    if kind == "text":
+    if block["kind"] == "text":
         return None if is_blank_text(block) else {"type": "text", "text": block["text"]}
-    if kind == "tool_use":
+    if block["kind"] == "tool_use":
         return {
             "type": "tool_use",
             "id": block["id"],
             "name": block["name"],
-            "input": parse_arguments(str(block["input"])),
+            "input": parse_arguments(block["input"]),
         }
-    if kind == "tool_result":
+    if block["kind"] == "tool_result":
         out: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": block["tool_use_id"],
@@ -113,11 +118,11 @@ def render_block(spec: RequestSpec, block: Block, where: str) -> dict[str, Any] 
         if block["is_error"]:
             out["is_error"] = True
         return out
-    if kind == "thinking":
+    if block["kind"] == "thinking":
         if not thinking_kept(block, ANTHROPIC, spec.model):
             return None
         return {"type": "thinking", "thinking": block["thinking"], "signature": block["signature"]}
-    if kind == "redacted_thinking":
+    if block["kind"] == "redacted_thinking":
         if not thinking_kept(block, ANTHROPIC, spec.model):
             return None
         return {"type": "redacted_thinking", "data": block["data"]}
@@ -232,7 +237,7 @@ def parse_reply(response: Mapping[str, Any]) -> list[Block]:
     naming `response.content[i]` for a block type runfold does not model.
     """
     model = response.get("model")
-    provenance = {"dialect": ANTHROPIC, **({"model": model} if isinstance(model, str) else {})}
+    by = model if isinstance(model, str) else None
     blocks: list[Block] = []
     for i, item in enumerate(need(response, "content", list, "response")):
         path = f"response.content[{i}]"
@@ -242,11 +247,11 @@ def parse_reply(response: Mapping[str, Any]) -> list[Block]:
         elif kind == "thinking":
             blocks.append(
                 thinking_block(
-                    need(item, "thinking", str, path), need(item, "signature", str, path), **provenance
+                    need(item, "thinking", str, path), need(item, "signature", str, path), dialect=ANTHROPIC, model=by
                 )
             )
         elif kind == "redacted_thinking":
-            blocks.append({"kind": "redacted_thinking", "data": need(item, "data", str, path), **provenance})
+            blocks.append(redacted_thinking_block(need(item, "data", str, path), dialect=ANTHROPIC, model=by))
         elif kind == "tool_use":
             arguments = orjson.dumps(need(item, "input", dict, path)).decode()
             blocks.append(

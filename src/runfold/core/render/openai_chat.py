@@ -11,13 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from runfold.core.errors import invalid_args
-from runfold.core.messages import Block, text_block, tool_use_block
+from runfold.core.messages import Block, is_blank_text, text_block, tool_use_block
 from runfold.core.render.spec import (
     Rendered,
     RequestSpec,
     checked_messages,
     image_data,
-    is_blank_text,
     joined_system,
     need,
     temperature,

@@ -11,14 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from runfold.core.errors import invalid_args
-from runfold.core.messages import Block, text_block, thinking_block, tool_use_block
+from runfold.core.messages import Block, is_blank_text, text_block, thinking_block, tool_use_block
 from runfold.core.render.spec import (
     OPENAI_RESPONSES,
     Rendered,
     RequestSpec,
     checked_messages,
     image_data,
-    is_blank_text,
     joined_system,
     need,
     temperature,
@@ -109,12 +108,11 @@ def _assistant(spec: RequestSpec, blocks: list[Block]) -> list[dict[str, Any]]:
         items.append(item)
 
     for block in blocks:
-        kind = block["kind"]
-        if kind == "thinking":
+        if block["kind"] == "thinking":
             if thinking_kept(block, OPENAI_RESPONSES, spec.model) and block["signature"]:
                 pending.append({"type": "reasoning", "encrypted_content": block["signature"], "summary": []})
                 open_text = None
-        elif kind == "text":
+        elif block["kind"] == "text":
             if is_blank_text(block):
                 continue
             part = {"type": "output_text", "text": block["text"]}
@@ -123,7 +121,7 @@ def _assistant(spec: RequestSpec, blocks: list[Block]) -> list[dict[str, Any]]:
             else:
                 open_text = {"type": "message", "role": "assistant", "content": [part]}
                 emit(open_text)
-        elif kind == "tool_use":
+        elif block["kind"] == "tool_use":
             emit(
                 {
                     "type": "function_call",
@@ -141,20 +139,21 @@ def _user(spec: RequestSpec, blocks: list[Block], where: str) -> list[dict[str, 
     items: list[dict[str, Any]] = []
     open_msg: dict[str, Any] | None = None
     for j, block in enumerate(blocks):
-        kind = block["kind"]
-        if kind == "tool_result":
+        if block["kind"] == "tool_result":
             items.append(
                 {"type": "function_call_output", "call_id": block["tool_use_id"], "output": block["content"]}
             )
             open_msg = None
             continue
-        if kind == "text":
+        if block["kind"] == "text":
             if is_blank_text(block):
                 continue
             part: dict[str, Any] = {"type": "input_text", "text": block["text"]}
-        else:  # image
+        elif block["kind"] == "image":
             data = image_data(spec, block, f"{where}.content[{j}]")
             part = {"type": "input_image", "image_url": f"data:{block['media_type']};base64,{data}"}
+        else:  # checked_messages admits no other kind in a user message
+            continue
         if open_msg is None:
             open_msg = {"type": "message", "role": "user", "content": [part]}
             items.append(open_msg)
@@ -183,13 +182,14 @@ def parse_reply(response: Mapping[str, Any]) -> list[Block]:
                 for part in item.get("summary") or []
                 if isinstance(part, dict) and part.get("type") == "summary_text"
             ]
-            provenance = {"dialect": OPENAI_RESPONSES, "id": need(item, "id", str, path)}
-            if isinstance(model, str):
-                provenance["model"] = model
             signature = item.get("encrypted_content")
             blocks.append(
                 thinking_block(
-                    "\n\n".join(summary), signature if isinstance(signature, str) else "", **provenance
+                    "\n\n".join(summary),
+                    signature if isinstance(signature, str) else "",
+                    dialect=OPENAI_RESPONSES,
+                    id=need(item, "id", str, path),
+                    model=model if isinstance(model, str) else None,
                 )
             )
         elif kind == "message":

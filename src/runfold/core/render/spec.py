@@ -17,7 +17,14 @@ import orjson
 
 from runfold.core.canonical import I64_MIN, U64_MAX, encode_json
 from runfold.core.errors import invalid_args
-from runfold.core.messages import Block, Message, check_block
+from runfold.core.messages import (
+    Block,
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    ThinkingBlock,
+    check_block,
+)
 
 ANTHROPIC: Final = "anthropic"
 OPENAI_CHAT: Final = "openai-chat"
@@ -159,13 +166,7 @@ def checked_message(i: int, msg: Message) -> tuple[str, list[Block]]:
     return str(role), blocks
 
 
-def is_blank_text(block: Block) -> bool:
-    """True for a text block with no non-whitespace character; providers refuse those, so no
-    renderer sends them (the ledger keeps them)."""
-    return block["kind"] == "text" and not str(block["text"]).strip()
-
-
-def thinking_kept(block: Block, dialect: str, model: str) -> bool:
+def thinking_kept(block: ThinkingBlock | RedactedThinkingBlock, dialect: str, model: str) -> bool:
     """Whether a thinking/redacted_thinking block may be sent to `dialect` for `model`.
 
     A block is kept only when it was produced by this dialect (a block without `dialect` counts
@@ -180,10 +181,10 @@ def thinking_kept(block: Block, dialect: str, model: str) -> bool:
     return produced_model is None or produced_model == model
 
 
-def image_data(spec: RequestSpec, block: Block, where: str) -> str:
+def image_data(spec: RequestSpec, block: ImageBlock, where: str) -> str:
     """The base64 data of an image block. Raises `E_INVALID_ARGS` naming `where` when the
     caller did not resolve its locator into `spec.images`."""
-    locator = str(block["locator"])
+    locator = block["locator"]
     data = spec.images.get(locator)
     if data is None:
         raise invalid_args(
