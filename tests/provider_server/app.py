@@ -180,10 +180,33 @@ def counted_tokens(body: dict[str, Any]) -> int:
     return -(-len(data) // BYTES_PER_COUNTED_TOKEN)
 
 
+def _count(state: ServerState, rec: RecordedRequest, n: int, body: Any) -> RawResponse:
+    """Anthropic's token count of a parsed body (auth already passed): the fields it does not
+    take are refused (`max_tokens` among them), then the Messages checks, then
+    `{"input_tokens": counted_tokens(body)}`; no script entry is used."""
+    if not isinstance(body, dict):
+        return _send_error(
+            rec, _error(ANTHROPIC, 400, "Input should be an object", n), dialect=ANTHROPIC, n=n
+        )
+    for key in body:
+        if key not in COUNT_KEYS:
+            msg = f"{key}: Extra inputs are not permitted"
+            return _send_error(rec, _error(ANTHROPIC, 400, msg, n), dialect=ANTHROPIC, n=n)
+    with state.lock:
+        signatures = dict(state.signatures)
+    rej = rules.check(ANTHROPIC, {**body, "max_tokens": UNBOUNDED_OUTPUT}, signatures)
+    if rej:
+        return _send_error(rec, _error(ANTHROPIC, 400, rej.message, n, rej), dialect=ANTHROPIC, n=n)
+    rec.status = 200
+    return json_response(
+        200, {"input_tokens": counted_tokens(body)}, {"request-id": _request_id(ANTHROPIC, n)}
+    )
+
+
 def make_app(state: ServerState) -> Starlette:
     """The Starlette app serving the four endpoints from `state`."""
 
-    async def handle(request: Request, dialect: str) -> RawResponse:
+    async def handle(request: Request, dialect: str, count: bool = False) -> RawResponse:
         raw = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}
         rec = RecordedRequest(dialect, request.url.path, headers, raw)
@@ -203,6 +226,8 @@ def make_app(state: ServerState) -> Starlette:
             )
             return _send_error(rec, _error(dialect, 400, msg, n), dialect=dialect, n=n)
         rec.body = body
+        if count:
+            return _count(state, rec, n, body)
         rec.stream = isinstance(body, dict) and body.get("stream") is True
         with state.lock:
             signatures = dict(state.signatures)
@@ -225,39 +250,7 @@ def make_app(state: ServerState) -> Starlette:
         return await handle(request, ANTHROPIC)
 
     async def count_tokens(request: Request) -> RawResponse:
-        """Anthropic's token count: auth and the Messages checks as for `/v1/messages` (with
-        no `max_tokens`, which this endpoint refuses like any field it does not take), then
-        `{"input_tokens": counted_tokens(body)}`; no script entry is used."""
-        raw = await request.body()
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        rec = RecordedRequest(ANTHROPIC, request.url.path, headers, raw)
-        n = state.record(rec)
-        denied = _auth(ANTHROPIC, headers, state, n)
-        if denied:
-            return _send_error(rec, denied, dialect=ANTHROPIC, n=n)
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            msg = "There was an error parsing the body of your request"
-            return _send_error(rec, _error(ANTHROPIC, 400, msg, n), dialect=ANTHROPIC, n=n)
-        rec.body = body
-        if not isinstance(body, dict):
-            return _send_error(
-                rec, _error(ANTHROPIC, 400, "Input should be an object", n), dialect=ANTHROPIC, n=n
-            )
-        for key in body:
-            if key not in COUNT_KEYS:
-                msg = f"{key}: Extra inputs are not permitted"
-                return _send_error(rec, _error(ANTHROPIC, 400, msg, n), dialect=ANTHROPIC, n=n)
-        with state.lock:
-            signatures = dict(state.signatures)
-        rej = rules.check(ANTHROPIC, {**body, "max_tokens": UNBOUNDED_OUTPUT}, signatures)
-        if rej:
-            return _send_error(rec, _error(ANTHROPIC, 400, rej.message, n, rej), dialect=ANTHROPIC, n=n)
-        rec.status = 200
-        return json_response(
-            200, {"input_tokens": counted_tokens(body)}, {"request-id": _request_id(ANTHROPIC, n)}
-        )
+        return await handle(request, ANTHROPIC, count=True)
 
     async def chat(request: Request) -> RawResponse:
         return await handle(request, OPENAI_CHAT)
