@@ -5,7 +5,7 @@ Completions/Responses from a script, refusing what the real APIs refuse (issue 4
         client = anthropic.Anthropic(api_key="test", base_url=server.anthropic_url)
 """
 
-from .app import RecordedRequest
+from .app import RecordedRequest, counted_tokens
 from .rules import Rejection, check, check_anthropic, check_openai_chat, check_openai_responses
 from .script import Fault, Reply, Usage, load_jsonl, parse_entry, parse_script
 from .server import ProviderServer
@@ -21,6 +21,7 @@ __all__ = [
     "check_anthropic",
     "check_openai_chat",
     "check_openai_responses",
+    "counted_tokens",
     "load_jsonl",
     "parse_entry",
     "parse_script",

@@ -1,5 +1,6 @@
 """The ASGI app of the provider test servers: `POST /v1/messages` (Anthropic) and
-`POST /v1/chat/completions`, `POST /v1/responses` (OpenAI), answering from a script.
+`POST /v1/chat/completions`, `POST /v1/responses` (OpenAI), answering from a script, and
+`POST /v1/messages/count_tokens` (Anthropic), answering a deterministic count without one.
 
 Every request is recorded (raw bytes and parsed body). A request passes auth, JSON parsing and
 the provider's checks (`rules.check`) before it takes the next script entry, so a refused request
@@ -31,6 +32,13 @@ OPENAI_CHAT = rules.OPENAI_CHAT
 OPENAI_RESPONSES = rules.OPENAI_RESPONSES
 CREATED_BASE = 1_760_000_000
 """`created` of request n is CREATED_BASE + n (unix seconds): answers are deterministic."""
+COUNT_KEYS = {
+    "model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "context_management",
+} | rules._sdk_keys("anthropic.types.message_count_tokens_params", "MessageCountTokensParams")  # fmt: skip
+"""The fields `/v1/messages/count_tokens` takes; any other is refused as the API refuses it."""
+BYTES_PER_COUNTED_TOKEN = 3
+UNBOUNDED_OUTPUT = 1 << 30
+"""The `max_tokens` a count body is checked with (any thinking budget is below it)."""
 
 
 @dataclass
@@ -164,10 +172,41 @@ def _send_error(rec: RecordedRequest, err: ErrorReply, *, dialect: str, n: int) 
     return json_response(err.status, err.body, {**err.headers, **extra})
 
 
-def make_app(state: ServerState) -> Starlette:
-    """The Starlette app serving the three endpoints from `state`."""
+def counted_tokens(body: dict[str, Any]) -> int:
+    """The test server's token count of a count_tokens body: one token per
+    `BYTES_PER_COUNTED_TOKEN` bytes of its compact JSON with sorted keys, rounded up (a figure
+    no byte estimate of the Messages body reproduces by chance)."""
+    data = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return -(-len(data) // BYTES_PER_COUNTED_TOKEN)
 
-    async def handle(request: Request, dialect: str) -> RawResponse:
+
+def _count(state: ServerState, rec: RecordedRequest, n: int, body: Any) -> RawResponse:
+    """Anthropic's token count of a parsed body (auth already passed): the fields it does not
+    take are refused (`max_tokens` among them), then the Messages checks, then
+    `{"input_tokens": counted_tokens(body)}`; no script entry is used."""
+    if not isinstance(body, dict):
+        return _send_error(
+            rec, _error(ANTHROPIC, 400, "Input should be an object", n), dialect=ANTHROPIC, n=n
+        )
+    for key in body:
+        if key not in COUNT_KEYS:
+            msg = f"{key}: Extra inputs are not permitted"
+            return _send_error(rec, _error(ANTHROPIC, 400, msg, n), dialect=ANTHROPIC, n=n)
+    with state.lock:
+        signatures = dict(state.signatures)
+    rej = rules.check(ANTHROPIC, {**body, "max_tokens": UNBOUNDED_OUTPUT}, signatures)
+    if rej:
+        return _send_error(rec, _error(ANTHROPIC, 400, rej.message, n, rej), dialect=ANTHROPIC, n=n)
+    rec.status = 200
+    return json_response(
+        200, {"input_tokens": counted_tokens(body)}, {"request-id": _request_id(ANTHROPIC, n)}
+    )
+
+
+def make_app(state: ServerState) -> Starlette:
+    """The Starlette app serving the four endpoints from `state`."""
+
+    async def handle(request: Request, dialect: str, count: bool = False) -> RawResponse:
         raw = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}
         rec = RecordedRequest(dialect, request.url.path, headers, raw)
@@ -187,6 +226,8 @@ def make_app(state: ServerState) -> Starlette:
             )
             return _send_error(rec, _error(dialect, 400, msg, n), dialect=dialect, n=n)
         rec.body = body
+        if count:
+            return _count(state, rec, n, body)
         rec.stream = isinstance(body, dict) and body.get("stream") is True
         with state.lock:
             signatures = dict(state.signatures)
@@ -208,6 +249,9 @@ def make_app(state: ServerState) -> Starlette:
     async def messages(request: Request) -> RawResponse:
         return await handle(request, ANTHROPIC)
 
+    async def count_tokens(request: Request) -> RawResponse:
+        return await handle(request, ANTHROPIC, count=True)
+
     async def chat(request: Request) -> RawResponse:
         return await handle(request, OPENAI_CHAT)
 
@@ -216,6 +260,7 @@ def make_app(state: ServerState) -> Starlette:
 
     routes = [
         Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
     ]

@@ -29,6 +29,8 @@ DIALECT = "anthropic"
 PROVIDER = "Anthropic"
 KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+COUNT_KEYS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+"""The fields of a Messages body that `/v1/messages/count_tokens` takes."""
 
 
 def _import_sdk() -> Any:
@@ -178,6 +180,26 @@ class AnthropicProvider:
             took_us=clock.took(),
             raw={"id": snapshot.id, "model": snapshot.model},
         )
+
+    async def count_tokens(self, request: Request) -> int:
+        """The input tokens Anthropic counts for `request`: its `model`, `messages`, `system`,
+        `tools`, `tool_choice` and `thinking` (`COUNT_KEYS`) sent through the SDK's
+        `messages.count_tokens` (POST `/v1/messages/count_tokens`, free of charge).
+
+        Raises `ProviderError` as `complete` does (HTTP status, connection, a reply without
+        `input_tokens`)."""
+        hint = f"no API key was sent: set {KEY_ENV}" if self._keyless else f"check {KEY_ENV}"
+        fields = {k: request.body[k] for k in COUNT_KEYS if k in request.body}
+        try:
+            counted = await self._client.messages.count_tokens(**fields, extra_headers=self._headers())
+        except Exception as err:
+            raise map_sdk_error(err, provider=PROVIDER, key_hint=hint) from err
+        tokens = getattr(counted, "input_tokens", None)
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise ProviderError(
+                f"count the tokens ({PROVIDER} answered no input_tokens)", status=None, retryable=False
+            )
+        return tokens
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -351,12 +351,20 @@ class LocalProvider:
                 subject=f"the local model {self.model}",
             ) from None
 
+    def count_tokens(self, request: Request) -> int:
+        """Tokens of the prompt the model evaluates for `request`: its ChatML form (as the first
+        step of `complete` sends it, the BOS token included) through llama.cpp's tokenizer of the
+        loaded weights, so it equals the `usage.input` the call reports. Loads the weights on
+        first use; blocking (run it in a thread from async code)."""
+        llama = _load(self.path, self.n_ctx, self.seed, self.n_threads)
+        with _CALL_LOCKS[id(llama)]:
+            return len(llama.tokenize(_prompt(request.body)[1].encode("utf-8"), add_bos=True, special=True))
+
     def _generate(self, llama: Any, body: dict[str, Any], max_tokens: int) -> dict[str, Any]:
         """The two-step answer (see the module docstring) as a `chat.completion`-shaped dict."""
         from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
-        tools = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("function")]
-        prompt = chatml_prompt(list(body.get("messages") or []), tools or None)
+        tools, prompt = _prompt(body)
         used = {"prompt_tokens": 0, "completion_tokens": 0}
 
         def run(text: str, tokens: int, grammar: Any = None) -> dict[str, Any]:
@@ -407,6 +415,12 @@ class LocalProvider:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {**used, "total_tokens": used["prompt_tokens"] + used["completion_tokens"]},
         }
+
+
+def _prompt(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """The offered tools of a Chat body and its ChatML prompt (`chatml_prompt`)."""
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("function")]
+    return tools, chatml_prompt(list(body.get("messages") or []), tools or None)
 
 
 def reply_from_llama(result: dict[str, Any], *, call_prefix: str) -> Reply:
