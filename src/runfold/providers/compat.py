@@ -18,7 +18,7 @@ class OpenAICompatProvider(OpenAIChatProvider):
     `http://localhost:11434/v1` for Ollama; the SDK appends `/chat/completions`).
 
     `api_key`: sent when given (the registry passes `OPENAI_API_KEY`), else no credentials;
-    `settings`: the call settings of `OpenAIBase`. Raises `E_INVALID_ARGS` when `base_url` is not
+    `settings`: the call settings of `SdkProvider`. Raises `E_INVALID_ARGS` when `base_url` is not
     an http(s) URL."""
 
     provider_name = "OpenAI-compatible server"

@@ -21,8 +21,6 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.providers.base import Provider, ProviderError, Reply, Request, StreamCallback
 
 HEADER = "recorded"
-SETTINGS = ("max_tokens", "stream", "thinking", "temperature_milli")
-"""Provider attributes the run loop renders with; recorded in the header when the provider has them."""
 SCRIPT_STOPS = ("end_turn", "tool_use", "max_tokens", "refusal")
 
 
@@ -102,15 +100,9 @@ class RecordingProvider:
         self.path = Path(path)
         self.dialect = inner.dialect
         self.model = inner.model
-        for name in SETTINGS:
-            if hasattr(inner, name):
-                setattr(self, name, getattr(inner, name))
+        self.settings = inner.settings
         if not self.path.exists() or self.path.stat().st_size == 0:
-            header: dict[str, Any] = {"dialect": self.dialect, "model": self.model}
-            for name in SETTINGS:
-                if hasattr(inner, name):
-                    header[name] = getattr(inner, name)
-            self._append({HEADER: header})
+            self._append({HEADER: {"dialect": self.dialect, "model": self.model, **self.settings.to_data()}})
 
     def _append(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"

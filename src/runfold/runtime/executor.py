@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,7 +21,6 @@ from typing import Any, Final, TypeVar
 from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, Retry, RunfoldError
 from runfold.core.fold import ForkPlan, RunFolder
-from runfold.core.ids import run_id_v7
 from runfold.core.messages import Block, check_block
 from runfold.core.payloads import (
     BytesRef,
@@ -47,6 +45,7 @@ from runfold.providers.base import Provider, ProviderError, Reply, Request, Stre
 from runfold.runtime.control import RunControl, Steer, steer_author
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.prefix import make_struct as _make
+from runfold.runtime.spec import new_run_id
 from runfold.store.cas import Cas
 from runfold.store.ledger import RUNTIME, Ledger, now_ms
 from runfold.tools import (
@@ -258,7 +257,7 @@ class RunLoop:
         self.ctx = ctx
         self.prefix = prefix
         self.options = options
-        self.run_id = run_id or run_id_v7(now_ms(), os.urandom(10))
+        self.run_id = run_id or new_run_id()
         self.on_event = on_event
         self.on_delta = on_delta
         self.cancel = cancel
