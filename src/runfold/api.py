@@ -1,8 +1,8 @@
 """The public Python entry point of runfold: `Workspace` (DESIGN.md §2, §3, §13).
 
 A `Workspace` is one directory with one ledger. It opens the ledger read-only for queries
-(records, runs, verify) and hands out the single writer through `with ws.writer() as ledger:`.
-The CLI is built on this class only, so everything a command does can be done from Python.
+(records, runs, verify, folds) and hands out the single writer through `with ws.writer() as
+ledger:`; running agents is its part in `runfold.api_runs`. The CLI is built on this class only.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, v
 
 if TYPE_CHECKING:
     from runfold.runtime.config import WorkspaceConfig, require_key
-    from runfold.runtime.control import ControlReceipt
+    from runfold.runtime.control import ControlHub, ControlReceipt
     from runfold.runtime.cost import CostReport
     from runfold.runtime.executor import RunOutcome
     from runfold.runtime.prefix import ConversationView
@@ -113,7 +113,7 @@ class Workspace(WorkspaceRuns):
         self._reader: Ledger | _BareLedger | None = None
         self._run_ledger: Ledger | None = None
         self._writer_users = 0
-        self._hub: Any = None  # runtime.control.ControlHub while runs are driven (issue 5)
+        self._hub: ControlHub | None = None  # while runs are driven (see `shared_writer`)
         self.last_resume: ResumeReport | None = None
         """What the resume of the last writer open did (None before any)."""
 
@@ -210,13 +210,6 @@ class Workspace(WorkspaceRuns):
         finally:
             ledger.close()
             self.close()
-
-    def waiting_runs(self) -> list[fold_api.RunSummary]:
-        """Runs that ended without finishing (`cancelled` or `limit`, e.g. frozen by resume) and
-        have no successor yet: each is waiting for the person to `continue` it or leave it."""
-        summaries = self.run_summaries()
-        continued = {s.predecessor for s in summaries if s.predecessor is not None}
-        return [s for s in summaries if s.status in ("cancelled", "limit") and s.run not in continued]
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -365,8 +358,7 @@ class Workspace(WorkspaceRuns):
                 )
         return frozenset(names)
 
-    # ---- folds (added by the folds work) ----
-    # Conversation, fork, runs/tree and why (DESIGN.md §5–§7, §10); pure folds in core/fold.
+    # ---- folds: conversation, runs/tree and why (DESIGN.md §5–§7, §10); pure folds in core/fold.
 
     def lineage_lines(self, run: str) -> dict[str, list[Record]]:
         """The lines a fold of `run` reads: the run's and, for a fork, each mother's (recursively

@@ -52,6 +52,7 @@ class WorkspaceRuns:
         def resolve_run(self, prefix: str) -> str: ...
         def records(self, run: str | None = None, *, limit: int | None = None) -> list[Record]: ...
         def close(self) -> None: ...
+        def run_summaries(self) -> list[fold_api.RunSummary]: ...
         def _ledger(self) -> Ledger | _BareLedger: ...
         def writer(self, *, resume: bool = True) -> AbstractContextManager[Ledger]: ...
 
@@ -116,6 +117,13 @@ class WorkspaceRuns:
             )
             ledger.append(list(plan.drafts))
         return plan
+
+    def waiting_runs(self) -> list[fold_api.RunSummary]:
+        """Runs that ended without finishing (`cancelled` or `limit`, e.g. frozen by resume) and
+        have no successor yet: each is waiting for the person to `continue` it or leave it."""
+        summaries = self.run_summaries()
+        continued = {s.predecessor for s in summaries if s.predecessor is not None}
+        return [s for s in summaries if s.status in ("cancelled", "limit") and s.run not in continued]
 
     def settings(self) -> WorkspaceConfig:
         """The checked `.runfold/config.toml` (defaults, prices, typed provider sections; all
