@@ -364,7 +364,7 @@ class Workspace(WorkspaceRuns):
         """The lines a fold of `run` reads: the run's and, for a fork, each mother's (recursively
         through `run_forked`), as run id → lines in seq order. `run` is an id or unique prefix.
         Raises `E_INVALID_ARGS` for an unknown/ambiguous run."""
-        return _lineage_lines(self._ledger(), self.resolve_run(run))
+        return fold_api.lineage_lines(self._ledger().run_records, self.resolve_run(run))
 
     def fold(self, run: str, at: int | None = None) -> fold_api.RunFold:
         """The conversation of `run` (id or prefix) through the last safe cut point ≤ `at`
@@ -373,14 +373,16 @@ class Workspace(WorkspaceRuns):
         `E_LEDGER_CORRUPT` naming seq and field for a line that cannot be folded."""
         rid = self.resolve_run(run)
         ledger = self._ledger()
-        return fold_api.fold_run(_lineage_lines(ledger, rid), rid, at, tail=ledger.next_seq - 1)
+        return fold_api.fold_run(
+            fold_api.lineage_lines(ledger.run_records, rid), rid, at, tail=ledger.next_seq - 1
+        )
 
     def raw_prefix(self, run: str, at: int) -> bytes:
         """The ledger's lines 0..=`at`, byte-identical with their newlines, for a seq `at` of
         `run`'s lineage (DESIGN.md §7). Raises `E_INVALID_ARGS` when `at` is not such a seq."""
         rid = self.resolve_run(run)
         ledger = self._ledger()
-        lin = fold_api.lineage(_lineage_lines(ledger, rid), rid)
+        lin = fold_api.lineage(fold_api.lineage_lines(ledger.run_records, rid), rid)
         if at not in lin.seqs():
             raise fold_api.not_in_lineage(lin, at, ledger.next_seq - 1)
         return fold_api.raw_prefix([ledger.record_at(s) for s in range(at + 1)], at)
@@ -398,7 +400,9 @@ class Workspace(WorkspaceRuns):
         cause (DESIGN.md §10), and the changes after `since`. Raises like `fold`."""
         rid = self.resolve_run(run)
         ledger = self._ledger()
-        return fold_api.why(_lineage_lines(ledger, rid), rid, at, since=since, tail=ledger.next_seq - 1)
+        return fold_api.why(
+            fold_api.lineage_lines(ledger.run_records, rid), rid, at, since=since, tail=ledger.next_seq - 1
+        )
 
     def request_at(self, run: str, at: int | None = None, dialect: str | None = None) -> ConversationView:
         """The conversation of `run` at the last safe cut point ≤ `at` rendered as the request
@@ -410,11 +414,6 @@ class Workspace(WorkspaceRuns):
 
         fold = self.fold(run, at)
         return conversation_view(fold, dialect, Cas(self._root if not self._bare else self._root.parent))
-
-
-def _lineage_lines(ledger: Ledger | _BareLedger, run: str) -> dict[str, list[Record]]:
-    """`run`'s lines and each mother's, following `run_forked` (used by the folds section)."""
-    return fold_api.lineage_lines(ledger.run_records, run)
 
 
 def _shared_prefix(run: str, key: str) -> int:
