@@ -265,7 +265,7 @@ class WorkspaceRuns:
         until_recorded: bool = False,
     ) -> ControlReceipt:
         """Steer (`type="steer"`, with `text`) or cancel (`type="cancel"`) the live run `run`
-        (id or prefix) from any process, through the control inbox (issue 5, DESIGN.md §5–§6).
+        (id or prefix) from any process, through the control inbox (DESIGN.md §5–§6).
         `source` is the `steer_received.source` (`user`, or a letter built with
         `runfold.core.speakers.Letter(...).recorded()`).
 

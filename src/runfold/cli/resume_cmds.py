@@ -1,4 +1,4 @@
-"""`runfold resume` and `runfold continue` (DESIGN.md §7, issue 5): put a workspace a process
+"""`runfold resume` and `runfold continue` (DESIGN.md §7): put a workspace a process
 died in back into a state every provider accepts, then go on with a run from where it stopped.
 
 Both are thin: the work is `Workspace.resume()` / `Workspace.arun_spec(RunSpec(continues=...))`; this module

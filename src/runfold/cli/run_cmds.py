@@ -1,4 +1,4 @@
-"""`runfold run`, `runfold replay`, `runfold cost`: drive an agent, prove its requests, price it (issue 4).
+"""`runfold run`, `runfold replay`, `runfold cost`: drive an agent, prove its requests, price it.
 
 `run` is a thin shell around `Workspace.arun_spec`: it passes what was typed as a `RunSpec` (the
 runtime fills in the defaults and checks the key), shows the live view, turns Ctrl-C into the

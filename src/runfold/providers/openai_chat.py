@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions through the official `openai` SDK (DESIGN.md §8, issue 4 item 3).
+"""OpenAI Chat Completions through the official `openai` SDK (DESIGN.md §8).
 
 The rendered, validated and hashed body is POSTed byte for byte to `/chat/completions` with the
 SDK's low-level `post` (its auth, error classes and SSE decoding; `max_retries=0` because the run

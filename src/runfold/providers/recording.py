@@ -1,6 +1,5 @@
 """`--record FILE`: wrap any provider and append each answer to a JSONL file in the scripted
-model's form, so a real session replays later, deterministically and offline, with `script:FILE`
-(issue 4 item 3).
+model's form, so a real session replays later, deterministically and offline, with `script:FILE`.
 
 The file opens with one header line `{"recorded": {dialect, model, max_tokens, stream, thinking,
 temperature_milli}}` holding what the requests were rendered with; the scripted model reads it

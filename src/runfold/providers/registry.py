@@ -1,4 +1,4 @@
-"""Model SPEC strings → providers: the one parser the CLI, the config file and the API share (issue 4).
+"""Model SPEC strings → providers: the one parser the CLI, the config file and the API share.
 
 SPEC forms: `local` (the embedded model), `anthropic:<model>`, `openai:<model>`,
 `openai-responses:<model>`, `openai-compat:<model>@<base-url>`, `script:<file>[#<dialect>]`.

@@ -1,4 +1,4 @@
-"""The scripted model: plays back a JSONL file of replies in the internal message form (issue 4).
+"""The scripted model: plays back a JSONL file of replies in the internal message form.
 
 It makes runs deterministic for tests, demos and benchmarks while the run loop treats it exactly
 like a real provider: the request is rendered in the script's dialect, validated and hashed, and

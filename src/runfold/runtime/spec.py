@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,5 +103,5 @@ class RunHooks:
     on_event: Callable[[Record], None] | None = None
     on_delta: StreamCallback | None = None
     cancel: asyncio.Event | None = None
-    steers: asyncio.Queue[Any] | None = field(default=None)
+    steers: asyncio.Queue[Any] | None = None
     on_durable: Callable[[Record], None] | None = None
