@@ -240,8 +240,6 @@ def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, ev
     record = Path(spec.record) if spec.record is not None else None
     console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
-    if record is not None:
-        record.unlink(missing_ok=True)  # a fresh recording per run
     last_safe: list[int] = []
 
     def on_event(rec: Record) -> None:

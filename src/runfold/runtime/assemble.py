@@ -100,6 +100,8 @@ async def run_spec(
         if spec.record is not None:
             from runfold.providers.recording import RecordingProvider
 
+            if spec.command_line:
+                Path(spec.record).unlink(missing_ok=True)  # a fresh recording per run
             provider = RecordingProvider(provider, spec.record)
         return await _drive(spec, chosen, config, host, hooks, provider, mother, room_addr)
     finally:

@@ -54,7 +54,8 @@ class RunSpec:
       point ≤ `at_seq` (DESIGN.md §7); `continues`: a frozen run (id or prefix) this run is the
       successor of (a fork at its last line, with a `runtime:` note saying why it continues);
     - `command_line`: asked on the command line: the model's API key is required before the run
-      starts (`require_key`) and errors name the command's options (`--max-turns`).
+      starts (`require_key`), `record` starts a fresh file, and errors name the command's
+      options (`--max-turns`).
 
     Raises `E_INVALID_ARGS` for `fork` together with `continues` and for `max_turns` < 1.
     """
