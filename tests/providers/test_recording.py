@@ -113,7 +113,11 @@ def test_recording_appends_and_keeps_one_header(tmp_path: Path) -> None:
     for _ in range(2):
         inner = ScriptedProvider.of([{"content": [{"kind": "text", "text": "ok"}]}], model="m")
         rec = RecordingProvider(inner, path)
-        assert rec.dialect == "anthropic" and rec.model == "m" and rec.max_tokens == inner.max_tokens
+        assert (
+            rec.dialect == "anthropic"
+            and rec.model == "m"
+            and rec.settings.max_tokens == inner.settings.max_tokens
+        )
         asyncio.run(rec.complete(Request("anthropic", "m", {}, b"{}", False)))
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert ["recorded" in line for line in lines] == [True, False, False]

@@ -15,7 +15,7 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.locator import CasLocator
 from runfold.core.payloads import PromptAssembled
 from runfold.core.render import SystemSegment, ToolSpec
-from runfold.providers.base import Usage
+from runfold.providers.base import CallSettings, Usage
 from runfold.providers.registry import SPEC_FORMS, parse_spec
 from runfold.providers.scripted import ScriptedProvider, load_script
 from runfold.runtime import Prefix, build_prefix, parse_prices, replay_run
@@ -110,13 +110,21 @@ def test_prefix_document_round_trips_and_checks_segments() -> None:
     tools = [
         ToolSpec("t", "a tool", {"type": "object", "properties": {"x": {"type": "number", "default": 0.5}}})
     ]
-    p = build_prefix(dialect="openai-chat", model="m", tools=tools, room="lab/r1", goal="win", max_tokens=77)
+    settings = CallSettings(max_tokens=77)
+    p = build_prefix(
+        dialect="openai-chat", model="m", tools=tools, room="lab/r1", goal="win", settings=settings
+    )
     again = Prefix.load(p.document())
     assert again == p and again.document() == p.document()
     assert [s.slot for s in p.segments()] == ["workspace", "room", "run"]
     assert p.cache_key is not None and p.cache_key.startswith("rf-")
     same = build_prefix(
-        dialect="openai-chat", model="m", tools=tools, room="lab/r1", goal="win", max_tokens=77
+        dialect="openai-chat",
+        model="m",
+        tools=tools,
+        room="lab/r1",
+        goal="win",
+        settings=settings,
     )
     assert same.cache_key == p.cache_key  # stable across runs with the same prefix
     p.check_against(p.segments(), p.tools_ref(), "here")

@@ -1,13 +1,14 @@
-"""`runfold resume` and `runfold continue` (DESIGN.md §7, issue 5): put a workspace a process
+"""`runfold resume` and `runfold continue` (DESIGN.md §7): put a workspace a process
 died in back into a state every provider accepts, then go on with a run from where it stopped.
 
-Both are thin: the work is `Workspace.resume()` / `Workspace.arun(continues=...)`; this module
+Both are thin: the work is `Workspace.resume()` / `Workspace.arun_spec(RunSpec(continues=...))`; this module
 prints what was done and the next command.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import replace
+from typing import Annotated
 
 import typer
 
@@ -24,7 +25,6 @@ from runfold.cli.common import (
 )
 from runfold.cli.fold_cmds import RunArg
 from runfold.cli.run_cmds import RUN_EPILOG, run_live
-from runfold.core.errors import invalid_args
 from runfold.core.fold.runs import first_line
 from runfold.core.ids import short_run_ids
 
@@ -159,9 +159,10 @@ def continue_cmd(
       runfold continue 0198f6a2
       runfold continue 0198f6a2 --task "skip the tests, just fix the parser" --model anthropic:claude-sonnet-4-5
     """
+    from runfold.runtime.spec import RunSpec
+
     want_json(ctx, json)
-    if max_turns is not None and max_turns < 1:
-        raise invalid_args("continue a run", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
+    spec = RunSpec(task or "", model=model, max_turns=max_turns, continues=run, command_line=True)
     ws = Workspace.open(workspace)
     rid = ws.resolve_run(run)
     earlier = [s.run for s in ws.run_summaries() if s.predecessor == rid]
@@ -170,8 +171,7 @@ def continue_cmd(
             f"note: run {rid} was already continued by {', '.join(earlier)}; this starts another successor",
             markup=False,
         )
-    kwargs: dict[str, Any] = {"model": model, "max_turns": max_turns, "continues": rid}
-    run_live(ctx, ws, task or "", kwargs, None, json, events=events)
+    run_live(ctx, ws, replace(spec, continues=rid), json, events=events)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,8 @@
-"""`runfold run`, `runfold replay`, `runfold cost`: drive an agent, prove its requests, price it (issue 4).
+"""`runfold run`, `runfold replay`, `runfold cost`: drive an agent, prove its requests, price it.
 
-`run` is a thin shell around `Workspace.arun`: it picks the model (SPEC), checks the key, shows
-the live view, turns Ctrl-C into the run's cancel event, prints the summary and maps the
-completion to an exit code. `replay` and `cost` print `Workspace.replay` / `Workspace.cost`.
+`run` is a thin shell around `Workspace.arun_spec`: it passes what was typed as a `RunSpec` (the
+runtime fills in the defaults and checks the key), shows the live view, turns Ctrl-C into the
+run's cancel event, prints the summary and maps the completion to an exit code. `replay` and `cost` print `Workspace.replay` / `Workspace.cost`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runfold.api import CostReport, ReplayReport, RunOutcome, Workspace, require_key
+from runfold.api import Workspace
 from runfold.cli.common import (
     EXIT_CANCELLED,
     EXIT_CODES_HELP,
@@ -39,6 +39,10 @@ from runfold.cli.common import (
 from runfold.cli.live import LiveView, tokens, usd
 from runfold.core.errors import ErrorCode, invalid_args
 from runfold.core.records import Record
+
+if TYPE_CHECKING:
+    from runfold.api import CostReport, ReplayReport, RunOutcome
+    from runfold.runtime.spec import RunSpec
 
 COMPLETION_EXIT: dict[str, int] = {
     "done": EXIT_OK,
@@ -88,7 +92,9 @@ class _Interrupts:
             self.task.cancel()
 
 
-async def _drive(ws: Workspace, task: str, view: LiveView, kwargs: dict[str, Any]) -> RunOutcome:
+async def _drive(ws: Workspace, spec: RunSpec, view: LiveView, hooks: dict[str, Any]) -> RunOutcome:
+    from runfold.runtime.spec import RunHooks
+
     cancel = asyncio.Event()
     interrupts = _Interrupts(cancel, view)
     loop = asyncio.get_running_loop()
@@ -97,7 +103,7 @@ async def _drive(ws: Workspace, task: str, view: LiveView, kwargs: dict[str, Any
         loop.add_signal_handler(signal.SIGINT, interrupts)
         installed = True
     try:
-        runner = asyncio.ensure_future(ws.arun(task, cancel=cancel, **kwargs))
+        runner = asyncio.ensure_future(ws.arun_spec(spec, RunHooks(cancel=cancel, **hooks)))
         interrupts.task = runner
         try:
             return await asyncio.shield(runner)
@@ -220,41 +226,21 @@ def run_cmd(
       runfold run "say hello" --model script:session.jsonl --json
       runfold run "tidy notes.md" --events | jq -c 'select(.kind == "tool_result")'
     """
+    from runfold.runtime.spec import RunSpec
+
     want_json(ctx, json)
-    if max_turns is not None and max_turns < 1:
-        raise invalid_args("run an agent", f"--max-turns {max_turns}", "give a turn ceiling of at least 1")
-    ws = Workspace.open(workspace)
-    run_live(
-        ctx,
-        ws,
-        task,
-        {"goal": goal, "model": model, "room": room, "max_turns": max_turns},
-        record,
-        json,
-        events=events,
-    )
+    spec = RunSpec(task, goal, model, room, max_turns, record=record, command_line=True)
+    run_live(ctx, Workspace.open(workspace), spec, json, events=events)
 
 
-def run_live(
-    ctx: typer.Context,
-    ws: Workspace,
-    task: str,
-    kwargs: dict[str, Any],
-    record: Path | None,
-    json: bool,
-    *,
-    events: bool = False,
-) -> None:
-    """Drive one run of `ws.arun(task, **kwargs)` with the live view, Ctrl-C handling and the
-    summary (`run`, `continue`); exits with the completion's code. `kwargs["model"]` None takes
-    the workspace's default model. `events`: print each durable line of the run as JSON Lines on
-    stdout (`--events`), the live view and summary on stderr."""
-    spec = kwargs.get("model") or ws.settings().model
-    require_key(spec)
+def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, events: bool = False) -> None:
+    """Drive the run `spec` (as typed: the runtime fills in the defaults) with the live view,
+    Ctrl-C handling and the summary (`run`, `continue`); exits with the completion's code.
+    `events`: print each durable line of the run as JSON Lines on stdout (`--events`), the live
+    view and summary on stderr."""
+    record = Path(spec.record) if spec.record is not None else None
     console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
-    if record is not None:
-        record.unlink(missing_ok=True)  # a fresh recording per run
     last_safe: list[int] = []
 
     def on_event(rec: Record) -> None:
@@ -262,19 +248,13 @@ def run_live(
             last_safe.append(rec.seq)
         view.on_event(rec)
 
-    kwargs = {
-        **kwargs,
-        "model": spec,
-        "on_event": on_event,
-        "on_delta": view.on_delta,
-        "record": record,
-    }
+    hooks: dict[str, Any] = {"on_event": on_event, "on_delta": view.on_delta}
     if events:
-        kwargs["on_durable"] = _EventPrinter()
+        hooks["on_durable"] = _EventPrinter()
     with _late_interrupts_ignored():
         try:
             with view:
-                outcome = asyncio.run(_drive(ws, task, view, kwargs))
+                outcome = asyncio.run(_drive(ws, spec, view, hooks))
         except asyncio.CancelledError:
             # Three Ctrl-Cs: the run was frozen as cancelled by the executor.
             err_console().print("the run was stopped and frozen as cancelled", markup=False)

@@ -3,21 +3,25 @@ headers read as ms, a send clock for first-byte/total µs, and delta callbacks (
 
 Both official SDKs (`anthropic`, `openai`) raise the same family of exceptions (status errors
 with the HTTP response, connection errors, stream cuts from their HTTP client); keeping the
-mapping here makes a 429 mean the same thing whichever provider answered it.
+mapping here makes a 429 mean the same thing whichever provider answered it. `SdkProvider` is
+the construction they share: the key and base URL from the environment, a client that never
+retries, the call settings, the headers that leave out credentials when no key is set.
 """
 
 from __future__ import annotations
 
 import email.utils
+import importlib
 import inspect
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from runfold.core.messages import Block
-from runfold.providers.base import ProviderError, StreamCallback, retryable_status
+from runfold.providers.base import CallSettings, ProviderError, StreamCallback, retryable_status
 
 JSON_HEADERS: Mapping[str, str] = {"content-type": "application/json"}
 """The request headers the raw body is sent with (the SDKs add auth, version and user agent)."""
@@ -194,3 +198,69 @@ def refusal(provider: str, blocks: Sequence[Block], why: str) -> ProviderError:
     said = " ".join(b["text"] for b in blocks if b["kind"] == "text").strip()
     quoted = f": {said[:200]!r}" if said else ""
     return ProviderError(f"{provider} refused the request ({why}){quoted}", status=None, retryable=False)
+
+
+class SdkProvider:
+    """The construction every SDK-backed provider shares (subclasses name `SDK` and `CLIENT`,
+    the SDK module and its async client class, `KEY_ENV`, `BASE_URL_ENV` and `AUTH_HEADERS`).
+
+    `api_key`: None reads `KEY_ENV`; with neither the request goes out without credentials
+    (`AUTH_HEADERS` omitted) and a 401 comes back as a non-retryable `ProviderError` naming the
+    variable. `base_url`: None reads `BASE_URL_ENV`, else the SDK's default. `timeout_s`: seconds
+    the SDK waits for the response and between streamed events. `client`: an SDK async client to
+    reuse (its retries are not used: every attempt is a `model_called` line). `max_tokens`,
+    `stream`, `thinking`, `temperature_milli`: the `CallSettings` (`[providers.<family>]`).
+    """
+
+    SDK = ""
+    CLIENT = ""
+    KEY_ENV = ""
+    BASE_URL_ENV = ""
+    AUTH_HEADERS: tuple[str, ...] = ("Authorization",)
+    dialect = ""
+    provider_name = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout_s: float = 600.0,
+        client: Any = None,
+        max_tokens: int = 4096,
+        stream: bool = True,
+        thinking: dict[str, Any] | None = None,
+        temperature_milli: int | None = None,
+    ) -> None:
+        self.model = model
+        self.settings = CallSettings(max_tokens, stream, thinking, temperature_milli)
+        try:
+            self._sdk = importlib.import_module(self.SDK)
+        except ImportError as err:  # pragma: no cover - the SDKs are runtime dependencies
+            raise ProviderError(
+                f"import the {self.SDK} SDK ({err}); install it with `pip install {self.SDK}`",
+                status=None,
+                retryable=False,
+            ) from None
+        key = api_key if api_key is not None else os.environ.get(self.KEY_ENV)
+        self._keyless = not key
+        self._client = client or getattr(self._sdk, self.CLIENT)(
+            api_key=key or "no-key",
+            base_url=base_url or os.environ.get(self.BASE_URL_ENV) or None,
+            max_retries=0,
+            timeout=timeout_s,
+        )
+
+    def _headers(self) -> dict[str, Any]:
+        headers: dict[str, Any] = dict(JSON_HEADERS)
+        if self._keyless:
+            for name in self.AUTH_HEADERS:
+                headers[name] = self._sdk.Omit()
+        return headers
+
+    def _hint(self) -> str:
+        return f"no API key was sent: set {self.KEY_ENV}" if self._keyless else f"check {self.KEY_ENV}"
+
+    async def aclose(self) -> None:
+        await self._client.close()

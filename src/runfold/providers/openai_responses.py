@@ -1,4 +1,4 @@
-"""OpenAI Responses through the official `openai` SDK (DESIGN.md §8, issue 4 item 3).
+"""OpenAI Responses through the official `openai` SDK (DESIGN.md §8).
 
 The exact body bytes go to `/responses` with the SDK's low-level `post`. The streamed events are
 read as the SDK's typed events; the finished items (from `response.completed`, or the

@@ -1,6 +1,5 @@
 """`--record FILE`: wrap any provider and append each answer to a JSONL file in the scripted
-model's form, so a real session replays later, deterministically and offline, with `script:FILE`
-(issue 4 item 3).
+model's form, so a real session replays later, deterministically and offline, with `script:FILE`.
 
 The file opens with one header line `{"recorded": {dialect, model, max_tokens, stream, thinking,
 temperature_milli}}` holding what the requests were rendered with; the scripted model reads it
@@ -21,8 +20,6 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.providers.base import Provider, ProviderError, Reply, Request, StreamCallback
 
 HEADER = "recorded"
-SETTINGS = ("max_tokens", "stream", "thinking", "temperature_milli")
-"""Provider attributes the run loop renders with; recorded in the header when the provider has them."""
 SCRIPT_STOPS = ("end_turn", "tool_use", "max_tokens", "refusal")
 
 
@@ -102,15 +99,9 @@ class RecordingProvider:
         self.path = Path(path)
         self.dialect = inner.dialect
         self.model = inner.model
-        for name in SETTINGS:
-            if hasattr(inner, name):
-                setattr(self, name, getattr(inner, name))
+        self.settings = inner.settings
         if not self.path.exists() or self.path.stat().st_size == 0:
-            header: dict[str, Any] = {"dialect": self.dialect, "model": self.model}
-            for name in SETTINGS:
-                if hasattr(inner, name):
-                    header[name] = getattr(inner, name)
-            self._append({HEADER: header})
+            self._append({HEADER: {"dialect": self.dialect, "model": self.model, **self.settings.to_data()}})
 
     def _append(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"

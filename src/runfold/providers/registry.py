@@ -1,4 +1,4 @@
-"""Model SPEC strings → providers: the one parser the CLI, the config file and the API share (issue 4).
+"""Model SPEC strings → providers: the one parser the CLI, the config file and the API share.
 
 SPEC forms: `local` (the embedded model), `anthropic:<model>`, `openai:<model>`,
 `openai-responses:<model>`, `openai-compat:<model>@<base-url>`, `script:<file>[#<dialect>]`.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -99,82 +100,102 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
     raise _bad(spec, f"unknown provider {family!r}")
 
 
+@dataclass(frozen=True)
+class SdkSection:
+    """`[providers.anthropic|openai|openai-responses|openai-compat]`: the call settings
+    (`CallSettings`) and `timeout_s` (seconds the SDK waits); None: the provider's default."""
+
+    max_tokens: int | None = None
+    stream: bool | None = None
+    thinking: dict[str, Any] | None = None
+    temperature_milli: int | None = None
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ScriptSection:
+    """`[providers.script]`: `model` (recorded as `model_called.model`) and the call settings;
+    None: the recording's header, else the defaults."""
+
+    model: str | None = None
+    max_tokens: int | None = None
+    stream: bool | None = None
+    thinking: dict[str, Any] | None = None
+    temperature_milli: int | None = None
+
+
+@dataclass(frozen=True)
+class LocalSection:
+    """`[providers.local]`: `max_tokens`, `n_ctx` (context window, tokens), `seed`, `n_threads`
+    (see `LocalProvider`); None: the provider's default."""
+
+    max_tokens: int | None = None
+    n_ctx: int | None = None
+    seed: int | None = None
+    n_threads: int | None = None
+
+
+ProviderSection = SdkSection | ScriptSection | LocalSection
+"""One checked `[providers.<family>]` table."""
+
+SECTIONS: dict[str, type[ProviderSection]] = {
+    "local": LocalSection,
+    "anthropic": SdkSection,
+    "openai": SdkSection,
+    "openai-responses": SdkSection,
+    "openai-compat": SdkSection,
+    "script": ScriptSection,
+}
+"""Provider family → the typed `[providers.<family>]` section it takes (its keys: the fields)."""
+
+_CLASSES: dict[str, tuple[str, str]] = {
+    "local": ("local", "LocalProvider"),
+    "anthropic": ("anthropic", "AnthropicProvider"),
+    "openai": ("openai_chat", "OpenAIChatProvider"),
+    "openai-responses": ("openai_responses", "OpenAIResponsesProvider"),
+    "openai-compat": ("compat", "OpenAICompatProvider"),
+}
+"""Provider family → (module under `runfold.providers`, class), imported when first used."""
+
+
+def section_kwargs(section: ProviderSection | None) -> dict[str, Any]:
+    """The keys a section sets (None fields left out), as constructor keyword arguments."""
+    if section is None:
+        return {}
+    return {f.name: v for f in fields(section) if (v := getattr(section, f.name)) is not None}
+
+
 def provider_from_spec(
     spec: str,
     *,
-    workspace_config: Mapping[str, Any] | None = None,
+    sections: Mapping[str, ProviderSection] | None = None,
     base_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Provider:
     """The provider a SPEC names (see the module docstring).
 
-    `workspace_config`: the parsed `.runfold/config.toml` (provider settings such as
-    `[providers.<family>]` tables are passed to the provider's constructor as keyword arguments);
-    `base_dir`: where a relative `script:` path is resolved (default: the current directory);
-    `env`: where keys/base URLs are read (default `os.environ`; the SDKs read them too).
-    Raises `E_INVALID_ARGS` listing the valid forms for a malformed SPEC, `E_PATH_NOT_FOUND` for
-    a missing script, `E_CONFIG_INVALID` when the provider's package is not installed.
+    `sections`: family → the checked `[providers.<family>]` of config.toml, passed to the
+    provider's constructor as keyword arguments; `base_dir`: where a relative `script:` path is
+    resolved (default: the current directory); `env`: where keys are read (default
+    `os.environ`; `ANTHROPIC_BASE_URL`/`OPENAI_BASE_URL` too, the compat base URL comes from
+    the SPEC). Raises `E_INVALID_ARGS` listing the valid forms for a malformed SPEC,
+    `E_PATH_NOT_FOUND` for a missing script, `E_CONFIG_INVALID` when the provider's package is
+    not installed.
     """
     family, model, extra = parse_spec(spec)
     env = os.environ if env is None else env
-    settings: dict[str, Any] = {}
-    if workspace_config:
-        table = workspace_config.get("providers", {})
-        if isinstance(table, Mapping) and isinstance(table.get(family), Mapping):
-            settings = dict(table[family])
-    try:
-        return _build(spec, family, model, extra, settings, env, base_dir)
-    except TypeError as exc:  # a [providers.<family>] key the provider does not take
-        raise RunfoldError(
-            ErrorCode.CONFIG_INVALID,
-            f"set up the provider for {spec!r} ({exc})",
-            f"config.toml [providers.{family}] " + ", ".join(sorted(settings)),
-            "remove the settings this provider does not take (see its documentation)",
-        ) from None
-
-
-def _build(
-    spec: str,
-    family: str,
-    model: str,
-    extra: str | None,
-    settings: dict[str, Any],
-    env: Mapping[str, str],
-    base_dir: Path | None,
-) -> Provider:
+    kwargs = section_kwargs((sections or {}).get(family))
     if family == "script":
         from runfold.providers.scripted import ScriptedProvider
 
         path = Path(model)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        return ScriptedProvider.from_file(path, dialect=extra, **settings)
+        return ScriptedProvider.from_file(path, dialect=extra, **kwargs)
+    cls = _load(*_CLASSES[family], spec)
     if family == "local":
-        cls = _load("local", "LocalProvider", spec)
-        provider: Provider = cls(model=model or None, **settings)
-        return provider
-    if family == "anthropic":
-        cls = _load("anthropic", "AnthropicProvider", spec)
-        made1: Provider = cls(
-            model=model,
-            api_key=env.get("ANTHROPIC_API_KEY"),
-            base_url=env.get("ANTHROPIC_BASE_URL"),
-            **settings,
-        )
-        return made1
-    if family == "openai":
-        cls = _load("openai_chat", "OpenAIChatProvider", spec)
-        made2: Provider = cls(
-            model=model, api_key=env.get("OPENAI_API_KEY"), base_url=env.get("OPENAI_BASE_URL"), **settings
-        )
-        return made2
-    if family == "openai-responses":
-        cls = _load("openai_responses", "OpenAIResponsesProvider", spec)
-        made3: Provider = cls(
-            model=model, api_key=env.get("OPENAI_API_KEY"), base_url=env.get("OPENAI_BASE_URL"), **settings
-        )
-        return made3
-    assert family == "openai-compat"
-    cls = _load("compat", "OpenAICompatProvider", spec)
-    made4: Provider = cls(model=model, base_url=extra, api_key=env.get("OPENAI_API_KEY"), **settings)
-    return made4
+        local: Provider = cls(model=model or None, **kwargs)
+        return local
+    base_url = extra if family == "openai-compat" else env.get(cls.BASE_URL_ENV)
+    made: Provider = cls(model=model, api_key=env.get(cls.KEY_ENV), base_url=base_url, **kwargs)
+    return made

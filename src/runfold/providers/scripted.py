@@ -1,4 +1,4 @@
-"""The scripted model: plays back a JSONL file of replies in the internal message form (issue 4).
+"""The scripted model: plays back a JSONL file of replies in the internal message form.
 
 It makes runs deterministic for tests, demos and benchmarks while the run loop treats it exactly
 like a real provider: the request is rendered in the script's dialect, validated and hashed, and
@@ -20,7 +20,15 @@ import orjson
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.messages import Block, check_block
 from runfold.core.render import DIALECTS
-from runfold.providers.base import ProviderError, Reply, Request, StreamCallback, Usage
+from runfold.providers.base import (
+    CALL_SETTING_KEYS,
+    CallSettings,
+    ProviderError,
+    Reply,
+    Request,
+    StreamCallback,
+    Usage,
+)
 
 SCRIPT_MODEL = "script"
 """The model name a scripted provider records in `model_called.model` unless one is given."""
@@ -144,8 +152,7 @@ class ScriptedProvider:
     `entries`: parsed entries or raw JSON objects; `dialect`: the dialect requests are rendered
     in (default `anthropic`); `model`: recorded as `model_called.model`. `requests` keeps every
     request received (bodies and exact bytes) when `keep_requests` (tests; off for script files,
-    whose sessions may be long). Settings read by the run loop:
-    `max_tokens`, `stream`, `thinking`, `temperature_milli`.
+    whose sessions may be long). `settings`: the call settings the run loop renders with.
 
     `complete` raises `ProviderError` for an injected fault (status and retryability of the
     fault) and, non-retryable, when the script has no reply left.
@@ -155,10 +162,7 @@ class ScriptedProvider:
     dialect: str = "anthropic"
     model: str = SCRIPT_MODEL
     source: str = "the script"
-    max_tokens: int = 4096
-    stream: bool = False
-    thinking: dict[str, Any] | None = None
-    temperature_milli: int | None = None
+    settings: CallSettings = field(default_factory=CallSettings)
     keep_requests: bool = True
     requests: list[Request] = field(default_factory=list)
     _entries: list[ScriptEntry] = field(default_factory=list, init=False, repr=False)
@@ -189,16 +193,16 @@ class ScriptedProvider:
         from runfold.providers.recording import read_header
 
         header = read_header(Path(path)) or {}
-        keys = ("max_tokens", "stream", "thinking", "temperature_milli")
-        merged: dict[str, Any] = {k: header[k] for k in keys if k in header}
-        merged.update(settings)
-        merged.setdefault("keep_requests", False)
+        unknown = sorted(set(settings) - set(CALL_SETTING_KEYS))
+        if unknown:
+            raise TypeError(f"from_file() got unexpected settings {', '.join(unknown)}")
         return cls(
             load_script(path),
             dialect=dialect or header.get("dialect") or "anthropic",
             model=model or header.get("model") or SCRIPT_MODEL,
             source=str(path),
-            **merged,
+            settings=CallSettings.from_data(settings, CallSettings.from_data(header)),
+            keep_requests=False,
         )
 
     @classmethod

@@ -1,8 +1,9 @@
-"""The runtime: the executor (turn loop, safe points, retries, stall guard), the frozen prefix,
-replay, pricing and the cost fold (DESIGN.md §5, §7, §8).
+"""The runtime: the executor (turn loop, safe points, retries, stall guard), the assembly of a
+run, the frozen prefix, replay, pricing and the cost fold (DESIGN.md §5, §7, §8).
 
-It sits between the API and the providers/tools/store: `RunLoop` drives one run on a shared
-ledger writer; `replay_run` rebuilds every request of a run offline and checks its hash.
+It sits between the API and the providers/tools/store: `assemble.drive_run` turns a `RunSpec`
+into a `RunLoop` driving one run on a shared ledger writer; `replay_run` rebuilds every request
+of a run offline and checks its hash.
 """
 
 from runfold.runtime.cost import CostReport, CostRow, ToolRow, cost_report
@@ -16,12 +17,13 @@ from runfold.runtime.executor import (
     RunOutcome,
     Stop,
 )
-from runfold.runtime.prefix import Prefix, build_prefix, tool_specs
+from runfold.runtime.prefix import ConversationView, Prefix, build_prefix, conversation_view, tool_specs
 from runfold.runtime.pricing import Price, make_bill, parse_prices, price_of
 from runfold.runtime.replay import Mismatch, ReplayReport, replay_run
 
 __all__ = [
     "FAILED",
+    "ConversationView",
     "CostReport",
     "CostRow",
     "Mismatch",
@@ -37,6 +39,7 @@ __all__ = [
     "Stop",
     "ToolRow",
     "build_prefix",
+    "conversation_view",
     "cost_report",
     "make_bill",
     "parse_prices",

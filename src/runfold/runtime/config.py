@@ -1,8 +1,9 @@
 """The workspace settings file `.runfold/config.toml`: defaults for runs, prices, provider settings.
 
-It is read with `tomllib` and checked key by key, so a typo or a wrong type is one
+It is read with `tomllib` once and checked key by key into `WorkspaceConfig` (each
+`[providers.<family>]` into its family's typed section), so a typo or a wrong type is one
 `E_CONFIG_INVALID` error naming the file and the key instead of a surprise in the middle of a
-run. `DEFAULT_CONFIG_TOML` is the commented file `runfold init` writes (issue 4, decision 7).
+run. `DEFAULT_CONFIG_TOML` is the commented file `runfold init` writes.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import difflib
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.providers.registry import DEFAULT_SPEC, SPEC_FORMS, parse_spec
+from runfold.providers.registry import DEFAULT_SPEC, SECTIONS, SPEC_FORMS, ProviderSection, parse_spec
 from runfold.runtime.pricing import Price, parse_prices
 from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 
@@ -25,14 +26,20 @@ CONFIG_NAME = "config.toml"
 
 TOP_KEYS: tuple[str, ...] = ("defaults", "prices", "providers")
 DEFAULT_KEYS: tuple[str, ...] = ("model", "max_turns", "tools")
-PROVIDER_FAMILIES: tuple[str, ...] = (
-    "local",
-    "anthropic",
-    "openai",
-    "openai-responses",
-    "openai-compat",
-    "script",
-)
+PROVIDER_FAMILIES: tuple[str, ...] = tuple(SECTIONS)
+
+_SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "max_tokens": ((int,), "a whole number of tokens ≥ 1"),
+    "stream": ((bool,), "true or false"),
+    "thinking": ((Mapping,), "a table of the dialect's thinking keys"),
+    "temperature_milli": ((int,), "a whole number of per-mille"),
+    "timeout_s": ((int, float), "a number of seconds"),
+    "model": ((str,), "a model name string"),
+    "n_ctx": ((int,), "a whole number of tokens ≥ 1"),
+    "seed": ((int,), "a whole number"),
+    "n_threads": ((int,), "a whole number of threads ≥ 1"),
+}
+"""A provider setting → the TOML types it takes and how the error names them."""
 
 KEY_ENV: dict[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
@@ -83,12 +90,11 @@ class Defaults:
 @dataclass(frozen=True)
 class WorkspaceConfig:
     """The checked contents of config.toml: `defaults`, `prices` (model → `Price`), `providers`
-    (family → settings table), and `raw` (the parsed TOML as it was)."""
+    (family → its typed section, e.g. `SdkSection`; a family without a table is absent)."""
 
     defaults: Defaults = Defaults()
     prices: dict[str, Price] = field(default_factory=dict)
-    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
+    providers: dict[str, ProviderSection] = field(default_factory=dict)
 
     @property
     def model(self) -> str:
@@ -101,14 +107,37 @@ def config_path(root: Path) -> Path:
     return root / ".runfold" / CONFIG_NAME
 
 
-def _bad(where: str, key: str, recovery: str, nearby: tuple[str, ...] = ()) -> RunfoldError:
-    return RunfoldError(ErrorCode.CONFIG_INVALID, f"read the setting {key}", where, recovery, nearby)
+def _bad(
+    where: str, key: str, recovery: str, nearby: tuple[str, ...] = (), subject: str | None = None
+) -> RunfoldError:
+    return RunfoldError(
+        ErrorCode.CONFIG_INVALID, f"read the setting {key}", subject or where, recovery, nearby
+    )
 
 
-def _unknown(where: str, key: str, allowed: tuple[str, ...]) -> RunfoldError:
+def _unknown(where: str, key: str, allowed: tuple[str, ...], subject: str | None = None) -> RunfoldError:
     close = tuple(difflib.get_close_matches(key, allowed, n=3, cutoff=0.5))
     hint = f"did you mean {', '.join(close)}? " if close else ""
-    return _bad(where, key, f"{hint}the keys allowed here are: {', '.join(allowed)}", close or allowed)
+    recovery = f"{hint}the keys allowed here are: {', '.join(allowed)}"
+    return _bad(where, key, recovery, close or allowed, subject)
+
+
+def _section(where: str, family: str, table: Mapping[str, Any]) -> ProviderSection:
+    """`[providers.<family>]` checked into its typed section (`SECTIONS`): `E_CONFIG_INVALID`
+    naming the key (in the subject too) for a key the family's provider does not take or a
+    value of the wrong type."""
+    cls = SECTIONS[family]
+    allowed = tuple(f.name for f in fields(cls))
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        subject = f"{where} [providers.{family}] {key}"
+        if key not in allowed:
+            raise _unknown(where, f"providers.{family}.{key}", allowed, subject)
+        types, wanted = _SETTING_TYPES[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise _bad(where, f"providers.{family}.{key}", f"give {wanted}", subject=subject)
+        values[key] = dict(value) if isinstance(value, Mapping) else value
+    return cls(**values)
 
 
 def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> WorkspaceConfig:
@@ -158,14 +187,14 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
     providers_table = data.get("providers", {})
     if not isinstance(providers_table, Mapping):
         raise _bad(where, "providers", "make [providers.<family>] tables")
-    providers: dict[str, dict[str, Any]] = {}
+    providers: dict[str, ProviderSection] = {}
     for family, settings in providers_table.items():
         if family not in PROVIDER_FAMILIES:
             raise _unknown(where, f"providers.{family}", tuple(f"providers.{f}" for f in PROVIDER_FAMILIES))
         if not isinstance(settings, Mapping):
             raise _bad(where, f"providers.{family}", "make it a table of provider settings")
-        providers[str(family)] = dict(settings)
-    return WorkspaceConfig(defaults, prices, providers, dict(data))
+        providers[str(family)] = _section(where, str(family), settings)
+    return WorkspaceConfig(defaults, prices, providers)
 
 
 def load_config(root: Path) -> WorkspaceConfig:

@@ -264,7 +264,7 @@ class RunControl:
 class ControlHub:
     """The owner side of the inbox for workspace `ws` (DESIGN.md §5): `start()` takes
     `owner.lock` (after the writer lock) and starts polling; `register(run, cancel, steers)`
-    makes a run reachable; `stop()` releases the lock. One per writer (see `Workspace._shared_writer`)."""
+    makes a run reachable; `stop()` releases the lock. One per writer (see `Workspace.shared_writer`)."""
 
     def __init__(self, ws: Path, ledger: Ledger, *, poll_s: float = POLL_S) -> None:
         self.ws = ws

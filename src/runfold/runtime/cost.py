@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from runfold.core.fold.runs import Tally, ToolTally, run_summaries
 from runfold.core.records import Record
 from runfold.providers.base import Usage
-from runfold.runtime.pricing import Price, parse_prices, price_of
+from runfold.runtime.pricing import Price, price_of
 
 
 def usage_of(tokens: Mapping[str, int]) -> Usage:
@@ -38,11 +38,11 @@ class TablePricing:
         return None if price is None else price.cache_savings(usage_of(tokens))
 
 
-def workspace_pricing(prices: object) -> TablePricing:
-    """The pricing of a workspace from the `prices` value of its config.toml: its
-    `[prices."<model>"]` overrides (anything but a table: none), then the providers' table (see
-    `runtime.pricing.price_of`). Raises `E_CONFIG_INVALID` for a bad price table."""
-    overrides = parse_prices(prices) if isinstance(prices, dict) else None
+def workspace_pricing(prices: Mapping[str, Price] | None) -> TablePricing:
+    """The pricing of a workspace: its checked `[prices."<model>"]` overrides of config.toml
+    (`WorkspaceConfig.prices`; None or empty: none), then the providers' table (see
+    `runtime.pricing.price_of`)."""
+    overrides = dict(prices) if prices else None
     return TablePricing(lambda model: price_of(model, overrides))
 
 

@@ -11,7 +11,6 @@ many runs on one ledger writer (their lines interleave; seq is global).
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,7 +19,6 @@ from typing import Any, Final
 from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal
 from runfold.core.fold import ForkPlan, RunFolder
-from runfold.core.ids import run_id_v7
 from runfold.core.messages import Block, ToolUseBlock, check_block
 from runfold.core.payloads import (
     BytesRef,
@@ -41,10 +39,11 @@ from runfold.core.records import Draft, Record
 from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
+from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.retry import RetryPolicy, backoff_reason
-from runfold.runtime.run_spec import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.safe_points import Interrupted, SafePoints
+from runfold.runtime.spec import new_run_id
 from runfold.store.ledger import RUNTIME, now_ms
 from runfold.tools import (
     DuplicateCallCache,
@@ -105,7 +104,7 @@ class RunLoop:
         self.run_id = (
             inputs.fork.new_run
             if inputs.fork is not None
-            else inputs.run_id or run_id_v7(now_ms(), os.urandom(10))
+            else inputs.run_id or new_run_id()
         )
         channels = channels or RunChannels()
         self.on_event = channels.on_event

@@ -9,21 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from runfold.core import fold as fold_api
 from runfold.core.canonical import content_hash, encode_json
 from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.locator import CasLocator, parse_locator
 from runfold.core.messages import Message
 from runfold.core.payloads import BytesRef, Segment
-from runfold.core.render import RequestSpec, SystemSegment, ToolSpec, tools_bytes
+from runfold.core.render import DIALECTS, RequestSpec, SystemSegment, ToolSpec, render, tools_bytes
+from runfold.core.render.spec import check_dialect
+from runfold.core.validate import validate
+from runfold.providers.base import DEFAULT_MAX_TOKENS, CallSettings
+
+if TYPE_CHECKING:
+    from runfold.store.cas import Cas
+
 
 PREFIX_FORMAT = 1
 """Version of the prefix document (`format` key); readers refuse a higher one."""
-
-DEFAULT_MAX_TOKENS = 4096
-"""Output ceiling in tokens when neither the provider nor the caller sets one."""
 
 WORKSPACE_TEXT = (
     "You are an agent working on files in a workspace. Use the tools to look before you act, "
@@ -208,15 +214,13 @@ def build_prefix(
     room: str | None,
     goal: str = "",
     system: str | None = None,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-    thinking: dict[str, Any] | None = None,
-    temperature_milli: int | None = None,
-    stream: bool = False,
+    settings: CallSettings | None = None,
 ) -> Prefix:
     """The frozen prefix of a new run: segments `workspace` (the default text, or `system`),
-    `room`, `run` (the goal; blank and not sent when there is none), then the tool table.
-    `cache_key` is `stable_cache_key` of them. The prefix returned is read back from its own
+    `room`, `run` (the goal; blank and not sent when there is none), then the tool table, and
+    the provider's call `settings` (None: the defaults). `cache_key` is `stable_cache_key` of them. The prefix returned is read back from its own
     stored document (see `Prefix.load`), so live requests and replayed ones render alike."""
+    settings = settings if settings is not None else CallSettings()
     segments = (
         SystemSegment("workspace", system if system is not None else WORKSPACE_TEXT, edge=True),
         SystemSegment("room", room_text(room), edge=True),
@@ -227,11 +231,11 @@ def build_prefix(
         model=model,
         system=segments,
         tools=tuple(tools),
-        max_tokens=max_tokens,
-        thinking=thinking,
+        max_tokens=settings.max_tokens,
+        thinking=settings.thinking,
         cache_key=stable_cache_key(segments, tools),
-        temperature_milli=temperature_milli,
-        stream=stream,
+        temperature_milli=settings.temperature_milli,
+        stream=settings.stream,
     )
     # The live run renders from the stored document, read back, exactly as replay will: schema
     # key order (sorted in the document) is then the same on both sides.
@@ -241,3 +245,39 @@ def build_prefix(
 def tool_specs(table: Sequence[Mapping[str, Any]]) -> list[ToolSpec]:
     """`ToolRegistry.tool_table()` rows as render `ToolSpec`s, in order."""
     return [ToolSpec(str(t["name"]), str(t["description"]), dict(t["input_schema"])) for t in table]
+
+
+@dataclass(frozen=True)
+class ConversationView:
+    """`Workspace.request_at`: the fold, the dialect rendered, the request body (key order as
+    sent), the validator's violations per dialect (`[]`: accepted), and whether the run's frozen
+    prefix (system segments, tools) was found and rendered (else the body holds messages only)."""
+
+    fold: fold_api.RunFold
+    dialect: str
+    body: dict[str, Any]
+    verdicts: dict[str, list[Any]]
+    with_prefix: bool
+
+
+def conversation_view(fold: fold_api.RunFold, dialect: str | None, cas: Cas) -> ConversationView:
+    """`fold`'s conversation rendered as the request body of `dialect` (None: the run's own
+    dialect from its frozen prefix in `cas`, else `anthropic`) and validated for every dialect.
+    Raises `E_INVALID_ARGS` for an unknown dialect, `E_PATH_NOT_FOUND` for a missing prefix
+    object, `E_LEDGER_CORRUPT` for one that is not a prefix document."""
+    prefix: Prefix | None = None
+    locator = fold.prefix.prefix if fold.prefix is not None else None
+    if locator:
+        loc = parse_locator(locator)
+        if isinstance(loc, CasLocator):
+            where = f"{locator} (prompt_assembled at seq {fold.prefix_seq})"
+            prefix = Prefix.load(cas.get_locator(loc), where)
+    chosen = check_dialect(dialect or (prefix.dialect if prefix is not None else "anthropic"))
+    messages = fold.messages
+
+    def body_for(d: str) -> dict[str, Any]:
+        spec = prefix.spec(messages) if prefix is not None else RequestSpec(model="-", messages=messages)
+        return render(d, spec)
+
+    verdicts = {d: validate(d, body_for(d)) for d in DIALECTS}
+    return ConversationView(fold, chosen, body_for(chosen), verdicts, prefix is not None)

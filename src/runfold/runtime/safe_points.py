@@ -16,7 +16,7 @@ from typing import TypeVar
 from runfold.core.payloads import CancelReceived, Payload, SteerReceived
 from runfold.core.records import Record
 from runfold.runtime.control import Steer, steer_author
-from runfold.runtime.run_spec import RunChannels, Stop
+from runfold.runtime.loop_io import RunChannels, Stop
 
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ rule the fold applies covers both: a turn's conversation is marked sent at its
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn, TypeVar, assert_never
 
@@ -218,6 +218,18 @@ def fork_point(lines: Sequence[Record]) -> tuple[str, int] | None:
             forked = typed(rec, RunForked)
             return forked.from_, forked.at_seq
     return None
+
+
+def lineage_lines(run_records: Callable[[str], Sequence[Record]], run: str) -> dict[str, list[Record]]:
+    """`run`'s lines and each mother's, following `fork_point` (run id → lines in seq order),
+    read one run at a time with `run_records` (a ledger's); what `lineage` and the folds read."""
+    out: dict[str, list[Record]] = {}
+    todo: str | None = run
+    while todo is not None and todo not in out:
+        out[todo] = list(run_records(todo))
+        point = fork_point(out[todo])
+        todo = point[0] if point is not None else None
+    return out
 
 
 def lineage_runs(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> list[str]:

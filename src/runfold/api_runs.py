@@ -1,0 +1,318 @@
+"""The part of `runfold.api.Workspace` that writes the ledger and drives runs: resume, fork,
+the shared writer, `arun` and its sync/iterator forms, control requests, replay and cost
+(DESIGN.md §5, §7).
+
+`Workspace` inherits it; each method hands the workspace's writer and typed config to the
+runtime, imported when first called (`runfold.runtime.assemble` assembles every run), so opening
+and reading a workspace never loads the runtime or the providers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runfold.core import fold as fold_api
+from runfold.core.errors import invalid_args
+from runfold.core.records import Record
+from runfold.store.cas import Cas
+from runfold.store.ledger import Ledger
+
+if TYPE_CHECKING:
+    from runfold.api import _BareLedger
+    from runfold.providers.base import Provider, StreamCallback
+    from runfold.runtime.config import WorkspaceConfig
+    from runfold.runtime.control import ControlHub, ControlReceipt
+    from runfold.runtime.cost import CostReport
+    from runfold.runtime.executor import RetryPolicy, RunOutcome
+    from runfold.runtime.replay import ReplayReport
+    from runfold.runtime.resume import ResumeReport
+    from runfold.runtime.spec import RunHooks, RunSpec
+    from runfold.tools import Tool
+
+
+class WorkspaceRuns:
+    """Writing and running, for `Workspace` (see the module docstring)."""
+
+    _root: Path
+    _bare: bool
+    _hub: ControlHub | None
+    _run_ledger: Ledger | None
+    _writer_users: int
+    last_resume: ResumeReport | None
+
+    if TYPE_CHECKING:  # what Workspace defines
+
+        @property
+        def root(self) -> Path: ...
+        def resolve_run(self, prefix: str) -> str: ...
+        def records(self, run: str | None = None, *, limit: int | None = None) -> list[Record]: ...
+        def close(self) -> None: ...
+        def run_summaries(self) -> list[fold_api.RunSummary]: ...
+        def _ledger(self) -> Ledger | _BareLedger: ...
+        def writer(self, *, resume: bool = True) -> AbstractContextManager[Ledger]: ...
+
+    def _writable(self, action: str, recovery: str) -> None:
+        """Raise `E_INVALID_ARGS` for `action` on a read-only (bare ledger) workspace."""
+        if self._bare:
+            raise invalid_args(action, str(self._root), recovery)
+
+    def _open_writer(self, *, resume: bool = True) -> Ledger:
+        """Open the writer and resume the ledger (DESIGN.md §7: on every open by a writer)."""
+        from runfold.runtime.control import resume_with_inbox
+
+        ledger = Ledger.open(self._root, writer=True)
+        if resume:
+            try:
+                self.last_resume = resume_with_inbox(self._root, ledger)
+            except BaseException:
+                ledger.close()
+                raise
+        return ledger
+
+    def resume(self) -> ResumeReport:
+        """Resume the workspace (DESIGN.md §7) with a full scan: close every `tool_called` left
+        without a result by a dead process (`E_TOOL_OUTCOME_UNKNOWN`), freeze every run left
+        without `run_frozen` (`cancelled`, `cause: process_died`). Idempotent. The caller verifies
+        the chain first (`verify()`); `runfold resume` does.
+
+        Returns the report (see `runfold.runtime.resume.ResumeReport`). Raises `E_LEDGER_HELD`
+        when another process writes the workspace (it resumed the ledger when it opened it),
+        `E_LEDGER_CORRUPT` for a damaged line, `E_INVALID_ARGS` on a read-only workspace.
+        """
+        from runfold.runtime.control import resume_with_inbox
+
+        self._writable("resume", "a bare ledger is read-only; `runfold init` a workspace")
+        ledger = self._open_writer(resume=False)
+        try:
+            report = resume_with_inbox(self._root, ledger, full=True)
+        finally:
+            ledger.close()
+            self.close()
+        self.last_resume = report
+        return report
+
+    def fork(
+        self, run: str, at: int, task: str | None = None, who: str = "person", *, resume: bool = True
+    ) -> fold_api.ForkPlan:
+        """Fork `run` (id or prefix) at `at` (DESIGN.md §7): under the writer lock, append the new
+        run's `run_started` (opening `inherited`, parent = mother) and `run_forked {from, at_seq:
+        the cut used}`; the mother's lines are untouched. Returns the plan (new run id, cut, why
+        the cut moved). The fork is not run: `arun(fork=(run, at))` forks and runs in one step;
+        a fork left open is frozen by the next writer open (resume) and can then be continued.
+        `resume` is passed to `writer()`. Raises `E_INVALID_ARGS` for a seq past the tail or
+        outside the run's lineage (never clamped), `E_LEDGER_HELD` when another process holds
+        the writer."""
+        from runfold.runtime.spec import new_run_id
+
+        rid = self.resolve_run(run)
+        with self.writer(resume=resume) as ledger:
+            lines = fold_api.lineage_lines(ledger.run_records, rid)
+            plan = fold_api.plan_fork(
+                lines, rid, at, new_run=new_run_id(), tail=ledger.next_seq - 1, task=task, who=who
+            )
+            ledger.append(list(plan.drafts))
+        return plan
+
+    def waiting_runs(self) -> list[fold_api.RunSummary]:
+        """Runs that ended without finishing (`cancelled` or `limit`, e.g. frozen by resume) and
+        have no successor yet: each is waiting for the person to `continue` it or leave it."""
+        summaries = self.run_summaries()
+        continued = {s.predecessor for s in summaries if s.predecessor is not None}
+        return [s for s in summaries if s.status in ("cancelled", "limit") and s.run not in continued]
+
+    def settings(self) -> WorkspaceConfig:
+        """The checked `.runfold/config.toml` (defaults, prices, typed provider sections; all
+        defaults when the file is absent or the workspace is a bare ledger). Raises
+        `E_CONFIG_INVALID` naming the file and the TOML position or the key."""
+        from runfold.runtime.config import WorkspaceConfig, load_config
+
+        return load_config(self._root) if not self._bare else WorkspaceConfig()
+
+    async def arun(
+        self,
+        task: str,
+        *,
+        goal: str = "",
+        model: str | Provider | None = None,
+        room: str = ".",
+        max_turns: int | None = None,
+        tools: Sequence[Callable[..., Any] | Tool] = (),
+        builtin_tools: bool | Sequence[str] | None = None,
+        on_event: Callable[[Record], None] | None = None,
+        on_delta: StreamCallback | None = None,
+        cancel: asyncio.Event | None = None,
+        system: str | None = None,
+        retry: RetryPolicy | None = None,
+        fork: tuple[str, int] | None = None,
+        record: str | Path | None = None,
+        steers: asyncio.Queue[Any] | None = None,
+        continues: str | None = None,
+        on_durable: Callable[[Record], None] | None = None,
+    ) -> RunOutcome:
+        """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
+
+        What the run is: `goal`, `model`, `room`, `max_turns`, `tools`, `builtin_tools`,
+        `system`, `retry`, `record`, `fork`, `continues`, as the fields of
+        `runfold.runtime.spec.RunSpec` say (None: the `[defaults]` of config.toml); how it is
+        watched: `on_event`, `on_delta`, `cancel`, `steers`, `on_durable`, as `RunHooks` says.
+        While it runs, the run is reachable from other processes (`runfold steer`/`cancel`,
+        `send_control`) through the workspace's control inbox; `builtin_tools=[...,
+        "send_message"]` lets the agent send letters to other runs of this process. Many runs
+        may be awaited concurrently on one Workspace: they share one writer.
+
+        Raises `E_INVALID_ARGS` for a bad SPEC, room or tool, or for `continues` naming a run
+        that is still running or together with `fork`; `E_LEDGER_HELD` when another process
+        writes the workspace; `E_CONFIG_INVALID` for a bad config; `E_STORAGE_FATAL` when the
+        ledger cannot be written. Every other failure freezes the run and is in `outcome.error`.
+        """
+        from runfold.runtime.spec import RunHooks, RunSpec
+
+        spec = RunSpec(
+            task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, fork, continues
+        )
+        return await self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable))
+
+    async def arun_spec(self, spec: RunSpec, hooks: RunHooks | None = None) -> RunOutcome:
+        """Run `spec` (`runfold.runtime.spec.RunSpec`) watched by `hooks`: `arun` with the run
+        already described. Same outcome and errors."""
+        from runfold.runtime.assemble import drive_run
+
+        self._writable("run an agent", "`runfold init` a workspace to run agents in")
+        return await drive_run(spec, self.settings(), self, hooks)
+
+    async def run_events(self, task: str, **kwargs: Any) -> AsyncIterator[Record | RunOutcome]:
+        """`arun` as an async iterator: yields every line of the run as it is written, then the
+        `RunOutcome` last. Same arguments and errors as `arun` (an `on_event` given is called
+        too). Leaving the loop early cancels the run at its next safe point (frozen cancelled)."""
+        queue: asyncio.Queue[Record | None] = asyncio.Queue()
+        user_cb = kwargs.pop("on_event", None)
+        cancel = kwargs.pop("cancel", None) or asyncio.Event()
+
+        def on_event(rec: Record) -> None:
+            queue.put_nowait(rec)
+            if user_cb is not None:
+                user_cb(rec)
+
+        runner = asyncio.ensure_future(self.arun(task, on_event=on_event, cancel=cancel, **kwargs))
+        runner.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+            yield runner.result()
+        finally:
+            if not runner.done():
+                cancel.set()
+                with contextlib.suppress(Exception):
+                    await runner
+
+    def run(self, task: str, **kwargs: Any) -> RunOutcome:
+        """`arun` from synchronous code (`asyncio.run`); same arguments, same outcome and errors.
+        Ctrl-C cancels the run at the next safe point and freezes it as cancelled."""
+        return asyncio.run(self.arun(task, **kwargs))
+
+    async def acontinue(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
+        """Continue the frozen `run` (id or prefix) with a successor (DESIGN.md §7): `arun(task,
+        continues=run, **kwargs)`; `task` empty keeps the run's own task. Same errors as `arun`."""
+        return await self.arun(task, continues=run, **kwargs)
+
+    def continue_run(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
+        """`acontinue` from synchronous code (`asyncio.run`)."""
+        return asyncio.run(self.acontinue(run, task, **kwargs))
+
+    @asynccontextmanager
+    async def shared_writer(self) -> AsyncIterator[tuple[Ledger, ControlHub | None]]:
+        """The one writer and the control hub, shared by every run this Workspace object drives
+        concurrently: opened (with resume, DESIGN.md §7) for the first, closed after the last."""
+        if self._writer_users == 0:
+            from runfold.runtime.control import ControlHub
+
+            self._run_ledger = self._open_writer()
+            hub = ControlHub(self._root, self._run_ledger)
+            try:
+                hub.start()  # owns the workspace: steers and cancels from other processes
+            except BaseException:
+                self._run_ledger.close()
+                self._run_ledger = None
+                raise
+            self._hub = hub
+        self._writer_users += 1
+        try:
+            assert self._run_ledger is not None
+            yield self._run_ledger, self._hub
+        finally:
+            self._writer_users -= 1
+            if self._writer_users == 0 and self._run_ledger is not None:
+                if self._hub is not None:
+                    await self._hub.stop()
+                    self._hub = None
+                self._run_ledger.close()
+                self._run_ledger = None
+                self.close()
+
+    def send_control(
+        self,
+        run: str,
+        type: str,
+        text: str = "",
+        *,
+        source: str = "user",
+        wait_s: float = 10.0,
+        until_recorded: bool = False,
+    ) -> ControlReceipt:
+        """Steer (`type="steer"`, with `text`) or cancel (`type="cancel"`) the live run `run`
+        (id or prefix) from any process, through the control inbox (DESIGN.md §5–§6).
+        `source` is the `steer_received.source` (`user`, or a letter built with
+        `runfold.core.speakers.Letter(...).recorded()`).
+
+        Waits up to `wait_s` s for the owner's ack; with `until_recorded`, until the run recorded
+        it at a safe point (`receipt.seq`). Returns the receipt (`state` `accepted`, `recorded`,
+        or `queued` when no ack came in time: the file stays in the inbox). Raises
+        `E_INVALID_ARGS` without writing anything when no process runs this workspace, the run is
+        frozen or unknown, the text is empty or the source unreadable; `E_INVALID_ARGS` with the
+        owner's reason when it refused; `E_STORAGE_FATAL` when the request cannot be written.
+        """
+        from runfold.runtime.control import send_request
+
+        if type not in ("steer", "cancel"):
+            raise invalid_args("send a control request", repr(type), "use `steer` or `cancel`")
+        self._writable("send a control request", "a bare ledger has no runs to control")
+        rid = self.resolve_run(run)
+        return send_request(
+            self._root,
+            self._ledger(),  # type: ignore[arg-type]
+            rid,
+            "steer" if type == "steer" else "cancel",
+            text=text,
+            source=source,
+            wait_s=wait_s,
+            until_recorded=until_recorded,
+        )
+
+    def replay(self, run: str) -> ReplayReport:
+        """Rebuild the exact body of every `model_called` of `run` (id or prefix) from the
+        ledger and the CAS and check each against its recorded hash (DESIGN.md §7). Never calls a
+        model, never writes. Raises `E_INVALID_ARGS` for an unknown run, `E_LEDGER_CORRUPT` for
+        a line the fold cannot place or a damaged prefix object, `E_PATH_NOT_FOUND` when a
+        prefix object is missing from the CAS."""
+        from runfold.runtime.replay import replay_run
+
+        rid = self.resolve_run(run)
+        ledger = self._ledger()
+        root = self._root if not self._bare else self._root.parent
+        cas = Cas(root)
+        return replay_run(fold_api.lineage_lines(ledger.run_records, rid), rid, cas.get_locator)
+
+    def cost(self, run: str | None = None) -> CostReport:
+        """Tokens and micro-USD by run, model and tool, with prompt-cache savings, for one run
+        (id or prefix) or the whole workspace. Unknown prices are None, never 0. Raises
+        `E_INVALID_ARGS` for an unknown run, `E_CONFIG_INVALID` for a bad price table."""
+        from runfold.runtime.cost import cost_report, workspace_pricing
+
+        pricing = workspace_pricing(self.settings().prices)
+        records = self.records(run=run) if run is not None else self.records()
+        return cost_report(records, pricing.price_of)

@@ -1,0 +1,108 @@
+"""What a run was asked for: `RunSpec`, frozen, exactly as `Workspace.arun` or the CLI received
+it, before any default of config.toml is filled in (DESIGN.md §5), and `RunHooks`, the callbacks
+that watch or steer it. `new_run_id` is the one place a run id is minted.
+
+This module is light (no provider, executor or tool import) so the CLI can build a spec, and have
+it checked, before anything heavy is loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runfold.core.errors import invalid_args
+from runfold.core.ids import RunId, run_id_v7
+from runfold.core.records import Record
+from runfold.store.ledger import now_ms
+
+if TYPE_CHECKING:
+    from runfold.providers.base import Provider, StreamCallback
+    from runfold.runtime.executor import RetryPolicy
+    from runfold.tools import Tool
+
+
+def new_run_id() -> RunId:
+    """A fresh run id: a UUIDv7 of the wall clock (ms) and 10 random bytes (`ids.run_id_v7`)."""
+    return run_id_v7(now_ms(), os.urandom(10))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run as asked for; None means "not given: take the workspace default".
+
+    - `task`: the person's words (for a fork or successor: replaces the mother's when not empty);
+      `goal`: what done looks like (the run's system segment);
+    - `model`: a SPEC string (`local`, `anthropic:<model>`, `openai:<model>`,
+      `openai-responses:<model>`, `openai-compat:<model>@<url>`, `script:<file>[#dialect]`) or a
+      `Provider` (used as is, not closed); None: `[defaults].model` of config.toml, else `local`;
+    - `room`: the run's address and write domain (`.` = the workspace root; a fork or a successor
+      works in its mother's room unless another is given);
+    - `max_turns`: the turn ceiling ≥ 1 (None: `[defaults].max_turns`, else no ceiling);
+    - `tools`: the user's own tools (typed Python functions, sync or async, or `Tool`s);
+      `builtin_tools`: True (all six), False (none) or built-in names (None: `[defaults].tools`,
+      else all);
+    - `system`: replaces the default system text; `retry`: the back-off policy (None: default);
+    - `record`: append every answer of the provider (faults included) to this JSONL file as a
+      scripted-model session with a header of the dialect, model and call settings, so
+      `model="script:<file>"` replays the run to the same request hashes;
+    - `fork`: `(run, at_seq)`, start as a fork of that run (id or prefix) cut at the last safe
+      point ≤ `at_seq` (DESIGN.md §7); `continues`: a frozen run (id or prefix) this run is the
+      successor of (a fork at its last line, with a `runtime:` note saying why it continues);
+    - `command_line`: asked on the command line: the model's API key is required before the run
+      starts (`require_key`), `record` starts a fresh file, and errors name the command's
+      options (`--max-turns`).
+
+    Raises `E_INVALID_ARGS` for `fork` together with `continues` and for `max_turns` < 1.
+    """
+
+    task: str
+    goal: str = ""
+    model: str | Provider | None = None
+    room: str = "."
+    max_turns: int | None = None
+    tools: Sequence[Callable[..., Any] | Tool] = ()
+    builtin_tools: bool | Sequence[str] | None = None
+    system: str | None = None
+    retry: RetryPolicy | None = None
+    record: str | Path | None = None
+    fork: tuple[str, int] | None = None
+    continues: str | None = None
+    command_line: bool = False
+
+    def __post_init__(self) -> None:
+        if self.continues is not None and self.fork is not None:
+            raise invalid_args("continue a run", "fork", "give either `continues` or `fork`, not both")
+        if self.max_turns is not None and self.max_turns < 1:
+            action = "continue a run" if self.continues is not None else "run an agent"
+            given = f"--max-turns {self.max_turns}" if self.command_line else f"max_turns={self.max_turns}"
+            raise invalid_args(action, given, "give a turn ceiling of at least 1")
+
+    @property
+    def origin(self) -> str | None:
+        """The run (id or prefix) this one forks or continues, None for a fresh run."""
+        return self.continues if self.continues is not None else self.fork[0] if self.fork else None
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """The callbacks of one run (none changes what the run is):
+
+    - `on_event(record)`: every line of the run as it is written; `on_delta(kind, text)`:
+      streamed text for live views; `cancel`: set it to cancel at the next safe point;
+    - `steers`: the person's words put on this queue while the run goes are written as
+      `steer_received` at the next safe point (strings or `runfold.runtime.control.Steer`s,
+      DESIGN.md §6);
+    - `on_durable(record)`: every line of the run once it is durable (after the fsync of its
+      batch, in seq order).
+    """
+
+    on_event: Callable[[Record], None] | None = None
+    on_delta: StreamCallback | None = None
+    cancel: asyncio.Event | None = None
+    steers: asyncio.Queue[Any] | None = None
+    on_durable: Callable[[Record], None] | None = None
