@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.tokens import ModelLimits, merge_models
+from runfold.core.window import ContextSettings, parse_context
 from runfold.providers.registry import DEFAULT_SPEC, SECTIONS, SPEC_FORMS, ProviderSection, parse_spec
 from runfold.runtime.pricing import Price, parse_prices
 from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
@@ -24,7 +26,7 @@ from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 CONFIG_NAME = "config.toml"
 """The settings file's name inside `<workspace>/.runfold/`."""
 
-TOP_KEYS: tuple[str, ...] = ("defaults", "prices", "providers")
+TOP_KEYS: tuple[str, ...] = ("defaults", "prices", "providers", "context", "models")
 DEFAULT_KEYS: tuple[str, ...] = ("model", "max_turns", "tools")
 PROVIDER_FAMILIES: tuple[str, ...] = tuple(SECTIONS)
 
@@ -74,6 +76,25 @@ tools = ["read_file", "write_file", "edit_file", "list_dir", "search", "exec"]
 # Provider settings, passed to the provider as keyword arguments.
 # [providers.anthropic]
 # max_tokens = 4096
+
+# The context window: each region's share of the model's window in per-mille (together at most
+# 1000), when a tool result leaves the window for the content store, and how a run compacts.
+# [context]
+# system_permille = 200
+# conversation_permille = 650
+# notes_permille = 50
+# todo_permille = 50
+# scratch_permille = 50
+# offload_bytes = 16384
+# offload_head_bytes = 1024
+# compaction = ["clear_tool_results", "summary"]
+# keep_waves = 2
+# reminders_permille = [250, 100]
+
+# Context windows of models runfold does not know, or overrides of its table (tokens).
+# [models."my-model"]
+# context_window = 32768
+# max_output_tokens = 4096
 """
 
 
@@ -90,11 +111,15 @@ class Defaults:
 @dataclass(frozen=True)
 class WorkspaceConfig:
     """The checked contents of config.toml: `defaults`, `prices` (model → `Price`), `providers`
-    (family → its typed section, e.g. `SdkSection`; a family without a table is absent)."""
+    (family → its typed section, e.g. `SdkSection`; a family without a table is absent),
+    `context` (the window's budgets, `core.window.ContextSettings`) and `models` (model name →
+    its context window and output limit: runfold's table with `[models."<name>"]` applied)."""
 
     defaults: Defaults = Defaults()
     prices: dict[str, Price] = field(default_factory=dict)
     providers: dict[str, ProviderSection] = field(default_factory=dict)
+    context: ContextSettings = field(default_factory=ContextSettings)
+    models: dict[str, ModelLimits] = field(default_factory=lambda: merge_models({}))
 
     @property
     def model(self) -> str:
@@ -194,7 +219,15 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
         if not isinstance(settings, Mapping):
             raise _bad(where, f"providers.{family}", "make it a table of provider settings")
         providers[str(family)] = _section(where, str(family), settings)
-    return WorkspaceConfig(defaults, prices, providers)
+    context_table = data.get("context", {})
+    if not isinstance(context_table, Mapping):
+        raise _bad(where, "context", "make [context] a table")
+    context = parse_context(context_table, where)
+    models_table = data.get("models", {})
+    if not isinstance(models_table, Mapping):
+        raise _bad(where, "models", 'make [models."<name>"] tables')
+    models = merge_models(models_table)
+    return WorkspaceConfig(defaults, prices, providers, context, models)
 
 
 def load_config(root: Path) -> WorkspaceConfig:
