@@ -12,6 +12,7 @@ import types
 import pytest
 
 import runfold
+import runfold.api
 
 
 def test_all_is_sorted_and_unique() -> None:
@@ -57,3 +58,15 @@ def test_import_runfold_imports_nothing_else_of_runfold() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == {"modules": [], "public": []}
+
+
+def test_the_workspace_module_imports_no_runtime_until_a_run_needs_it() -> None:
+    code = (
+        "import json, sys, runfold.api\n"
+        "heavy = ('runfold.runtime', 'runfold.providers', 'runfold.tools')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(heavy))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []
+    for name in runfold.api.__all__:  # its re-exports of runtime names still resolve
+        assert getattr(runfold.api, name) is not None, name
