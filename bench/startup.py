@@ -3,7 +3,8 @@
 (the interpreter's own start-up, the floor no command can beat).
 
 Each command runs `--runs` times (default 15) alternating with the others; the table gives the
-median wall time, the ratio to `python -c pass` and the goal (--help ≤ 0.2 s, verify ≤ 0.3 s).
+median wall time, the ratio to `python -c pass`, the goal (--help ≤ 0.2 s, verify ≤ 0.3 s) and
+the median CPU time of the process (user + system), the steadier figure on a shared machine.
 Usage: python bench/startup.py [--runs N] [--ledger FILE] [--json FILE].
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -29,15 +31,20 @@ GOALS_S = {"runfold --help": 0.2, "runfold verify": 0.3}
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """One command's wall times in seconds, one per run."""
+    """One command's wall times and CPU times (user + system) in seconds, one per run."""
 
     name: str
     argv: tuple[str, ...]
     seconds: tuple[float, ...]
+    cpu_seconds: tuple[float, ...]
 
     @property
     def median_s(self) -> float:
         return statistics.median(self.seconds)
+
+    @property
+    def median_cpu_s(self) -> float:
+        return statistics.median(self.cpu_seconds)
 
 
 def runfold_argv() -> list[str]:
@@ -67,29 +74,39 @@ def measure(ledger: Path, runs: int) -> list[Timing]:
     todo = commands(ledger)
     env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
     times: dict[str, list[float]] = {name: [] for name in todo}
+    cpu: dict[str, list[float]] = {name: [] for name in todo}
     for _ in range(runs):
         for name, argv in todo.items():
+            before = _children_cpu_s()
             t0 = time.perf_counter()
             done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
             times[name].append(time.perf_counter() - t0)
+            cpu[name].append(_children_cpu_s() - before)
             if done.returncode != 0:
                 raise RuntimeError(f"{name} exited {done.returncode}: {done.stderr.decode()[-500:]}")
-    return [Timing(name, tuple(todo[name]), tuple(times[name])) for name in todo]
+    return [Timing(name, tuple(todo[name]), tuple(times[name]), tuple(cpu[name])) for name in todo]
+
+
+def _children_cpu_s() -> float:
+    """User + system seconds of every finished child process of this one."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def table(timings: list[Timing]) -> list[str]:
-    """The report: one row per command (median, min, max, ratio to `python -c pass`, goal)."""
+    """The report: one row per command (median, min, max, ratio to `python -c pass`, median CPU,
+    goal), then the load average."""
     floor = next(t.median_s for t in timings if t.name == "python -c pass")
     rows = [
-        f"{'command':<16} {'runs':>4} {'median s':>9} {'min s':>7} {'max s':>7} {'× python':>9}  goal",
-        "-" * 70,
+        f"{'command':<16} {'runs':>4} {'median s':>9} {'min s':>7} {'max s':>7} {'× python':>9} {'CPU s':>6}  goal",
+        "-" * 77,
     ]
     for t in timings:
         goal = GOALS_S.get(t.name)
         verdict = "" if goal is None else f"≤ {goal} s: {'met' if t.median_s <= goal else 'MISSED'}"
         rows.append(
             f"{t.name:<16} {len(t.seconds):>4} {t.median_s:>9.3f} {min(t.seconds):>7.3f} "
-            f"{max(t.seconds):>7.3f} {t.median_s / floor:>9.1f}  {verdict}".rstrip()
+            f"{max(t.seconds):>7.3f} {t.median_s / floor:>9.1f} {t.median_cpu_s:>6.3f}  {verdict}".rstrip()
         )
     if hasattr(os, "getloadavg"):
         rows.append(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -108,7 +125,13 @@ def main() -> None:
     print("\n".join(table(timings)))
     if args.json is not None:
         args.json.write_text(
-            json.dumps([{"name": t.name, "argv": t.argv, "seconds": t.seconds} for t in timings], indent=2)
+            json.dumps(
+                [
+                    {"name": t.name, "argv": t.argv, "seconds": t.seconds, "cpu_seconds": t.cpu_seconds}
+                    for t in timings
+                ],
+                indent=2,
+            )
         )
 
 
