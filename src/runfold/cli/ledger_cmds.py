@@ -28,6 +28,7 @@ from runfold.cli.common import (
     want_json,
     workspace_flag,
 )
+from runfold.cli.summary import iso_ms, summarize
 from runfold.core.errors import invalid_args
 from runfold.core.kinds import Kind
 
@@ -252,8 +253,6 @@ def _timeline_row(
 ) -> Text:
     from rich.text import Text
 
-    from runfold.cli.summary import iso_ms, summarize
-
     env = record.env
     row = Text()
     row.append(f"{env.seq:>6}", style="cyan")
@@ -398,7 +397,6 @@ def show_cmd(
     from rich.text import Text
 
     from runfold.api import Workspace
-    from runfold.cli.summary import iso_ms, summarize
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
