@@ -13,18 +13,21 @@ import shlex
 import sys
 import traceback
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import orjson
 import typer
-from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
-from runfold.api import Workspace
-from runfold.core.chain import LineRefused
 from runfold.core.errors import ErrorCode, RunfoldError
+
+# Every command module imports this one, so it imports only what `--help` needs: the
+# workspace, the ledger reader and rich's console are imported where a command uses them.
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # ---- exit codes -------------------------------------------------------------------------
 
@@ -59,6 +62,8 @@ DEBUG_META_KEY = "runfold.debug"
 def exit_code_for(error: RunfoldError) -> int:
     """The process exit code for `error`: 1 for a refused ledger line, 2 for bad arguments, 4 for
     a runfold bug (`E_INTERNAL`), else 3."""
+    from runfold.core.chain import LineRefused
+
     if isinstance(error, LineRefused) or error.code in _VERIFY_CODES:
         return EXIT_VERIFY_FAILED
     if error.code in _USAGE_CODES:
@@ -71,6 +76,8 @@ def exit_code_for(error: RunfoldError) -> int:
 def error_object(error: RunfoldError) -> dict[str, Any]:
     """The JSON form of an error for `--json` output: the §11 fields, plus fault/line/seq when a
     ledger line was refused, plus the display line."""
+    from runfold.core.chain import LineRefused
+
     obj: dict[str, Any] = dict(error.to_data())
     obj["display"] = error.display()
     if isinstance(error, LineRefused):
@@ -84,23 +91,29 @@ def error_object(error: RunfoldError) -> dict[str, Any]:
 # ---- consoles and output ------------------------------------------------------------------
 
 
-class _Console(Console):
+@cache
+def _console_class() -> type[Console]:
     """A rich console whose closed-pipe handling leaves the exit code to `RunfoldGroup`
-    (rich's default exits 1, which would read as "verification failed")."""
+    (rich's default exits 1, which would read as "verification failed"); defined on first use
+    so that commands printing nothing through rich never import it."""
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console
 
 
 def out_console() -> Console:
     """A console on the current stdout (created per call so test runners' captures work)."""
-    return _Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    return _console_class()(file=sys.stdout, highlight=False, soft_wrap=True)
 
 
 def err_console() -> Console:
     """A console on the current stderr."""
-    return _Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    return _console_class()(file=sys.stderr, highlight=False, soft_wrap=True)
 
 
 def json_line(obj: Any) -> str:
@@ -118,6 +131,8 @@ def workspace_flag(root: Path) -> str:
     `root` when run from the current directory: empty when the default lookup (`$RUNFOLD_WORKSPACE`,
     else upward from the current directory) already finds `root`, else ` -w <root>` quoted for
     a POSIX shell. Never raises."""
+    from runfold.api import Workspace
+
     try:
         with Workspace.open(None) as found:
             if found.root.resolve() == root.resolve():

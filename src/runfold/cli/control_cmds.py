@@ -7,11 +7,10 @@ workspace they refuse plainly and queue nothing. Built on `Workspace.send_contro
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runfold.api import ControlReceipt, Workspace
 from runfold.cli.common import (
     EXIT_CODES_HELP,
     JsonOption,
@@ -21,7 +20,9 @@ from runfold.cli.common import (
     want_json,
 )
 from runfold.core.errors import invalid_args
-from runfold.core.speakers import Letter
+
+if TYPE_CHECKING:
+    from runfold.api import ControlReceipt
 
 WaitOption = Annotated[
     bool,
@@ -98,6 +99,9 @@ def steer_cmd(
       runfold steer 01a22d10 "use the staging database, not prod"
       runfold steer 01a22d10 "tests pass on my side" --from lab/room2 --wait
     """
+    from runfold.api import Workspace
+    from runfold.core.speakers import Letter
+
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         source = "user"
@@ -128,6 +132,8 @@ def cancel_cmd(
       runfold cancel 01a22d10
       runfold cancel 01a22d10 --wait --json
     """
+    from runfold.api import Workspace
+
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         receipt = ws.send_control(run, "cancel", until_recorded=wait)

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from runfold.api import Workspace
 from runfold.cli.common import (
     EXIT_CODES_HELP,
     JsonOption,
@@ -22,8 +21,6 @@ from runfold.cli.common import (
     want_json,
     workspace_flag,
 )
-from runfold.core.fold.runs import cost_text, render_tree, short_id, status_text
-from runfold.core.fold.why import TOKEN_ESTIMATE, UNATTRIBUTED
 from runfold.core.ids import short_run_ids
 from runfold.core.messages import Block
 
@@ -101,6 +98,8 @@ def conversation_cmd(
       runfold conversation 0198f6a2
       runfold conversation 0198f6a2 --at 12 --dialect openai-chat --json
     """
+    from runfold.api import Workspace
+
     as_json = want_json(ctx, json)
     if dialect not in DIALECT_CHOICES:
         from runfold.core.errors import invalid_args
@@ -191,6 +190,8 @@ def fork_cmd(
       runfold fork 0198f6a2 --at 12
       runfold fork 0198f6a2 --at 12 --task "try the other parser" --json
     """
+    from runfold.api import Workspace
+
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         plan = ws.fork(run, at, task=task)
@@ -238,6 +239,9 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
       runfold runs
       runfold runs --json
     """
+    from runfold.api import Workspace
+    from runfold.core.fold.runs import cost_text, short_id, status_text
+
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         summaries = ws.run_summaries()
@@ -277,6 +281,9 @@ def tree_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
       runfold tree
       runfold tree --json
     """
+    from runfold.api import Workspace
+    from runfold.core.fold.runs import render_tree
+
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         roots = ws.run_tree()
@@ -316,6 +323,9 @@ def why_cmd(
       runfold why 0198f6a2
       runfold why 0198f6a2 --at 12 --since 7 --json
     """
+    from runfold.api import Workspace
+    from runfold.core.fold.why import TOKEN_ESTIMATE, UNATTRIBUTED
+
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         report = ws.why(run, at, since=since)

@@ -10,22 +10,11 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-from rich.text import Text
 
-from runfold.api import VerifyReport, Workspace, verify
 from runfold.cli.common import (
     EXIT_CODES_HELP,
     WORKSPACE_HELP,
@@ -41,9 +30,16 @@ from runfold.cli.common import (
 )
 from runfold.cli.summary import iso_ms, summarize
 from runfold.core.errors import invalid_args
-from runfold.core.ids import short_run_ids
 from runfold.core.kinds import Kind
-from runfold.core.records import Record
+
+# The workspace, the ledger reader and rich's renderables are imported by the commands that
+# use them, so `runfold --help` and `runfold verify` load only what they need.
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+    from rich.text import Text
+
+    from runfold.api import VerifyReport, Workspace
+    from runfold.core.records import Record
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024
 """Ledgers smaller than this (bytes) verify without a progress bar."""
@@ -74,6 +70,8 @@ def init_cmd(
     Example:
       runfold init --workspace ./agents
     """
+    from runfold.api import Workspace
+
     as_json = want_json(ctx, json)
     ws = Workspace.init(workspace if workspace is not None else Path.cwd())
     first = ws.record_at(0)
@@ -126,6 +124,15 @@ class _LazyBar:
             if total < PROGRESS_MIN_BYTES:
                 self.off = True
                 return
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+
             self.bar = Progress(
                 TextColumn("verifying"),
                 BarColumn(),
@@ -183,6 +190,8 @@ def verify_cmd(
       runfold verify examples/sprawling-golden-p0.jsonl
       runfold verify --json .runfold/ledger
     """
+    from runfold.api import Workspace, verify
+
     as_json = want_json(ctx, json)
     if path is not None and workspace is not None:
         raise invalid_args(
@@ -242,6 +251,8 @@ def verify_cmd(
 def _timeline_row(
     record: Record, who_width: int, kind_width: int, names: dict[str, str], run_width: int
 ) -> Text:
+    from rich.text import Text
+
     env = record.env
     row = Text()
     row.append(f"{env.seq:>6}", style="cyan")
@@ -301,6 +312,9 @@ def log_cmd(
       runfold log --since 100 --limit 20 --json
       runfold log -w examples/sprawling-golden-p0.jsonl
     """
+    from runfold.api import Workspace
+    from runfold.core.ids import short_run_ids
+
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         records = ws.records(run=run, kind=kind or None, since=since, limit=limit)
@@ -380,6 +394,10 @@ def show_cmd(
       runfold show 5
       runfold show 17 --json -w examples/sprawling-golden-p0.jsonl
     """
+    from rich.text import Text
+
+    from runfold.api import Workspace
+
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         at = _seq_to_show(seq, ws)

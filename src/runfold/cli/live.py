@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
-
-from rich.console import Console, Group
-from rich.live import Live
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from runfold.cli.summary import head, short_run
 from runfold.core.errors import RunfoldError
 from runfold.core.messages import reply_blocks
-from runfold.core.records import Record
+
+# rich's live display is imported when a run is drawn, not when the command line is built.
+if TYPE_CHECKING:
+    from rich.console import Console, Group
+    from rich.live import Live
+
+    from runfold.core.records import Record
 
 TAIL_CHARS = 160
 """Characters of streamed reply text shown under the status bar on a terminal."""
@@ -88,6 +90,8 @@ class LiveView:
     def __enter__(self) -> LiveView:
         self.started = self.clock()
         if self.fancy:
+            from rich.live import Live
+
             self._live = Live(
                 self._renderable(),
                 console=self.console,
@@ -136,6 +140,9 @@ class LiveView:
         return " · ".join(parts)
 
     def _renderable(self) -> Group:
+        from rich.console import Group
+        from rich.text import Text
+
         status = Text(self.status(), style="bold")
         if not self._tail:
             return Group(status)

@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 
-from runfold.api import Workspace
 from runfold.cli.common import (
     EXIT_CODES_HELP,
     JsonOption,
@@ -25,7 +24,6 @@ from runfold.cli.common import (
 )
 from runfold.cli.fold_cmds import RunArg
 from runfold.cli.run_cmds import RUN_EPILOG, run_live
-from runfold.core.fold.runs import first_line
 from runfold.core.ids import short_run_ids
 
 
@@ -48,6 +46,8 @@ def resume_cmd(
       runfold resume --json
     """
     as_json = want_json(ctx, json)
+    from runfold.api import Workspace
+
     ws = Workspace.open(workspace)
     verified = ws.verify()  # refuses a damaged ledger before anything is written
     report = ws.resume()
@@ -113,6 +113,8 @@ def resume_cmd(
 
 
 def _head(task: str) -> str:
+    from runfold.core.fold.runs import first_line
+
     return repr(first_line(task, 60))
 
 
@@ -163,6 +165,8 @@ def continue_cmd(
 
     want_json(ctx, json)
     spec = RunSpec(task or "", model=model, max_turns=max_turns, continues=run, command_line=True)
+    from runfold.api import Workspace
+
     ws = Workspace.open(workspace)
     rid = ws.resolve_run(run)
     earlier = [s.run for s in ws.run_summaries() if s.predecessor == rid]

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runfold.api import Workspace
 from runfold.cli.common import (
     EXIT_CANCELLED,
     EXIT_CODES_HELP,
@@ -38,10 +37,10 @@ from runfold.cli.common import (
 )
 from runfold.cli.live import LiveView, tokens, usd
 from runfold.core.errors import ErrorCode, invalid_args
-from runfold.core.records import Record
 
 if TYPE_CHECKING:
-    from runfold.api import CostReport, ReplayReport, RunOutcome
+    from runfold.api import CostReport, ReplayReport, RunOutcome, Workspace
+    from runfold.core.records import Record
     from runfold.runtime.spec import RunSpec
 
 COMPLETION_EXIT: dict[str, int] = {
@@ -230,6 +229,8 @@ def run_cmd(
 
     want_json(ctx, json)
     spec = RunSpec(task, goal, model, room, max_turns, record=record, command_line=True)
+    from runfold.api import Workspace
+
     run_live(ctx, Workspace.open(workspace), spec, json, events=events)
 
 
@@ -437,6 +438,8 @@ def replay_cmd(
       runfold replay 01a22d10 --json
     """
     as_json = want_json(ctx, json)
+    from runfold.api import Workspace
+
     with Workspace.open(workspace) as ws:
         rid = ws.resolve_run(run) if run is not None else _last_run(ws)
         report = ws.replay(rid)
@@ -544,6 +547,8 @@ def cost_cmd(
       runfold cost 01a22d10 --json
     """
     as_json = want_json(ctx, json)
+    from runfold.api import Workspace
+
     with Workspace.open(workspace) as ws:
         report = ws.cost(run)
     if as_json:

@@ -17,7 +17,6 @@ import typer
 
 from runfold.cli.common import JsonOption, echo_json, out_console, want_json
 from runfold.core.errors import invalid_args
-from runfold.core.validate import DIALECTS, infer_dialect, validate
 
 EXIT_VIOLATIONS = 1
 """The body breaks at least one rule."""
@@ -65,6 +64,8 @@ def unwrap(value: Any) -> tuple[Any, str | None]:
         and "messages" not in value
         and "input" not in value
     ):
+        from runfold.core.validate import DIALECTS
+
         dialect = value.get("dialect")
         return value["request"], dialect if dialect in DIALECTS else None
     return value, None
@@ -99,6 +100,8 @@ def validate_cmd(
 
     Example:  runfold validate request.json --dialect anthropic
     """
+    from runfold.core.validate import DIALECTS, infer_dialect, validate
+
     as_json = want_json(ctx, json)
     if dialect is not None and dialect not in DIALECTS:
         raise invalid_args(
