@@ -1,4 +1,4 @@
-"""Benchmark of runfold's own cost per agent turn next to LangGraph with `SqliteSaver` (issue 4).
+"""Benchmark of runfold's own cost per agent turn next to LangGraph with `SqliteSaver`.
 
 A zero-latency scripted model drives N turns of one trivial read-only tool call each (`echo`,
 returning its argument), then a closing text reply, through both systems in this one process on
@@ -348,7 +348,7 @@ def _ratio(x: float) -> str:
 
 
 def verdicts(results: Sequence[Measure]) -> list[str]:
-    """The ratios and goal checks of issue 4 (largest history measured by both systems)."""
+    """The ratios and goal checks (largest history measured by both systems)."""
     out: list[str] = []
     rf = {r.turns: r for r in results if r.system == "runfold"}
     lg = {r.turns: r for r in results if r.system == "langgraph"}

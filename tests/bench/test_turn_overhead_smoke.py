@@ -1,4 +1,4 @@
-"""Smoke test of bench/turn_overhead.py (issue 4), the runfold half only, so the benchmark cannot
+"""Smoke test of bench/turn_overhead.py, the runfold half only, so the benchmark cannot
 rot: a few scripted turns through the real executor, the figures it reports checked against the
 ledger itself, and the script run end to end as a subprocess. Needs no LangGraph."""
 

@@ -1,4 +1,4 @@
-"""`runfold resume` and `runfold continue` end to end (issue 5): a real `runfold run` process is
+"""`runfold resume` and `runfold continue` end to end: a real `runfold run` process is
 killed with SIGKILL while a tool of a parallel wave runs; resume closes the call and freezes the
 run; continue dispatches a successor whose requests replay byte-exact."""
 

@@ -1,4 +1,4 @@
-"""Breaking the control inbox, resume and the senders with bad input (issue 5): stray entries in
+"""Breaking the control inbox, resume and the senders with bad input: stray entries in
 `.runfold/control/inbox/`, oversized requests, undecodable command-line bytes, forged clean
 marks. Each failure must be a clear §11 error; nothing lost, nothing rewritten, verify passes."""
 

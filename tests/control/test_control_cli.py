@@ -1,5 +1,5 @@
 """`runfold steer` / `runfold cancel` from a second real process against a `runfold run` process
-on a scripted model with delays (issue 5 part 2 and 3): where a steer lands, that request n+1
+on a scripted model with delays: where a steer lands, that request n+1
 extends request n byte-for-byte, letters, cancel, and the no-owner refusal."""
 
 from __future__ import annotations

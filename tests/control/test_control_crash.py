@@ -1,4 +1,4 @@
-"""Exactly-once delivery across a SIGKILL of the owner (issue 5 part 2).
+"""Exactly-once delivery across a SIGKILL of the owner.
 
 A `runfold run` process works through many short turns while this test keeps dropping steers
 (and one cancel) into the control inbox; the owner is killed with SIGKILL at a random moment —

@@ -1,5 +1,5 @@
 """Control delivery inside one process and through resume: the inbox, the hub, exactly-once
-recording, letters (send_message between two runs), and the refusals (issue 5 parts 2–3)."""
+recording, letters (send_message between two runs), and the refusals."""
 
 from __future__ import annotations
 

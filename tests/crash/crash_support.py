@@ -1,4 +1,4 @@
-"""Checks shared by the crash, safe-point and field-failure tests (issue 5, must show).
+"""Checks shared by the crash, safe-point and field-failure tests.
 
 `history_problems(ws)` lists everything that would make a history unusable after a crash, a
 cancel or a steer: a tool call without exactly one result, a run without `run_frozen` or with

@@ -1,4 +1,4 @@
-"""The field failures of issue 5, one test each: the ways agent sessions break in practice.
+"""The field failures, one test each: the ways agent sessions break in practice.
 
 Each ends with the same proof: every tool call has exactly one result before its run's
 `run_frozen`, nothing of the run follows `run_frozen`, every request (and the tail a successor

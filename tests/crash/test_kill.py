@@ -1,4 +1,4 @@
-"""The kill test (issue 5, must show): real `runfold run` processes SIGKILLed at random moments.
+"""The kill test: real `runfold run` processes SIGKILLed at random moments.
 
 Each trial starts `python -m runfold run --events` on a fresh workspace with a random scripted
 session — model delays (the stand-in for streaming), parallel waves mixing writing tools

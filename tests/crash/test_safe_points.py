@@ -1,4 +1,4 @@
-"""Cancel and steer at every safe point of a scripted run with parallel waves (issue 5, must show).
+"""Cancel and steer at every safe point of a scripted run with parallel waves.
 
 A reference run is made once; then, for every line k of it, the same session is run again and
 the person cancels it, or steers it, right after line k is written (an `on_event` hook sets the

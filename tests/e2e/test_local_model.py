@@ -1,4 +1,4 @@
-"""The README's main job, run as a new user would: a real agent on the embedded model (issue 4).
+"""The README's main job, run as a new user would: a real agent on the embedded model.
 
 The block marked `<!-- readme-test: local-model -->` is executed with `bash -e` (minus the venv
 and `pip install` line: the suite already runs in an installed venv) in a fresh directory holding

@@ -1,4 +1,4 @@
-"""`runfold run` through each official SDK against the provider test server (issue 4, must show).
+"""`runfold run` through each official SDK against the provider test server.
 
 The SDKs are pointed at the local server with ANTHROPIC_BASE_URL / OPENAI_BASE_URL, nothing is
 patched. One scripted session — thinking/reasoning, parallel tool calls, a tool error, a write

@@ -1,5 +1,5 @@
 """Provider test servers: a local HTTP app speaking Anthropic Messages and OpenAI Chat
-Completions/Responses from a script, refusing what the real APIs refuse (issue 4, item 4).
+Completions/Responses from a script, refusing what the real APIs refuse.
 
     with ProviderServer([{"content": [{"kind": "text", "text": "hi"}]}]) as server:
         client = anthropic.Anthropic(api_key="test", base_url=server.anthropic_url)

@@ -1,4 +1,4 @@
-"""The executor on scripted sessions (DESIGN.md §5, issue 4): ledger order and durability, the
+"""The executor on scripted sessions (DESIGN.md §5): ledger order and durability, the
 user's own typed tools, waves, errors, refusals, retries, the stall guard, completions, cancel."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ledger group commit with staging (issue 4, decision 4): lines get seq/prev when staged, become
+"""Ledger group commit with staging: lines get seq/prev when staged, become
 durable and visible only at flush, and a failed flush rolls back and poisons the writer."""
 
 from __future__ import annotations

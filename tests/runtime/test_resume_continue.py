@@ -1,4 +1,4 @@
-"""Resume and continue (DESIGN.md §7, issue 5): a crash after any line of a run with parallel
+"""Resume and continue (DESIGN.md §7): a crash after any line of a run with parallel
 waves and writing tools leaves, after resume, a history every dialect accepts; resume is
 idempotent; continue inherits the conversation and replays byte-exact.
 

@@ -1,4 +1,4 @@
-"""Property test over random scripted sessions (issue 4): whatever the model does — parallel
+"""Property test over random scripted sessions: whatever the model does — parallel
 waves, tool errors, refused writes, retries, text, empty replies, output ceilings, running out of
 replies — every run ends with handoff_written + run_frozen, the ledger verifies, replay reports
 N/N byte-exact, every request passes the validator, and request n+1 extends request n at message

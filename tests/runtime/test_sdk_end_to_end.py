@@ -1,4 +1,4 @@
-"""End to end through each official SDK against the provider test server (issue 4): the executor
+"""End to end through each official SDK against the provider test server: the executor
 sends exact bytes through the `anthropic`/`openai` providers; a session with a 429, a 500, a cut
 stream, a parallel wave, a tool error and a refused write ends with a valid ledger, no request is
 rejected by the server, the server received exactly the hashed bytes, and replay is byte-exact."""

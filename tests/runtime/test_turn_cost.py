@@ -1,4 +1,4 @@
-"""Per-turn cost does not grow with history (issue 4): ledger bytes written per turn with 10 turns
+"""Per-turn cost does not grow with history: ledger bytes written per turn with 10 turns
 of history and with 1,000 are within a small ratio, and the executor folds each line once (it never
 re-folds the run per turn). A complexity check by counting bytes and folder feeds, not by timing.
 

@@ -1,4 +1,4 @@
-"""`runfold steer` and `runfold cancel`: reach a run that another process is running (issue 5).
+"""`runfold steer` and `runfold cancel`: reach a run that another process is running.
 
 Both write one request into the workspace's control inbox and wait for the owning process's
 answer; the run records it at its next safe point (DESIGN.md §5). With nobody running the

@@ -1,4 +1,4 @@
-"""`runfold init`, `verify`, `log`, `show`: the ledger verbs (issue 2, DESIGN.md §3).
+"""`runfold init`, `verify`, `log`, `show`: the ledger verbs (DESIGN.md §3).
 
 They are thin: each parses its options, calls `runfold.api`, and prints either a readable form
 (rich, colour only on a terminal) or, with `--json`, machine-readable JSON on stdout.

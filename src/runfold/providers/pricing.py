@@ -1,4 +1,4 @@
-"""Model prices and the cost of one call in integer micro-USD (DESIGN.md §8, issue 4 item 3).
+"""Model prices and the cost of one call in integer micro-USD (DESIGN.md §8).
 
 A price is micro-USD per million tokens for each token class (input, output, cache read, cache
 write), so a call's cost is exact integer arithmetic and `model_returned.billed_usd_micros` stays

@@ -1,4 +1,4 @@
-"""Control from another process: steer and cancel delivery through the inbox (issue 5, DESIGN.md §5–§6).
+"""Control from another process: steer and cancel delivery through the inbox (DESIGN.md §5–§6).
 
 The process running a workspace's runs owns it: a `ControlHub` holds `.runfold/control/owner.lock`,
 polls the inbox (`runfold.store.control`) every 100 ms and hands each request to its live run in
