@@ -19,16 +19,15 @@ from types import TracebackType
 
 import blake3
 
-from runfold.core import canonical
 from runfold.core.address import address_problem
 from runfold.core.canonical import (
     FORMAT_VERSION,
     I64_MIN,
     Envelope,
     chain_hash,
-    encode_datas,
+    encode_json,
     encode_line,
-    splice_line,
+    lines_proven,
 )
 from runfold.core.chain import LineChecker, LineRefused
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
@@ -47,11 +46,6 @@ SEGMENT_BYTES = 64 << 20
 RUNTIME = "runtime"
 """The author of lines the runtime writes about itself."""
 _I64_MAX = (1 << 63) - 1
-_new_tuple = tuple.__new__
-"""Builds an Envelope or a Record from a tuple of its fields without the NamedTuple's Python
-`__new__` (several times cheaper, per staged line)."""
-_native_stage_lines = canonical.native.stage_lines if canonical.native is not None else None
-"""The C staging loop (None when the extension was not built; `canonical.NATIVE` is then False)."""
 _CACHE_MAX = 1 << 16
 """Checked run ids / addresses remembered per writer before the sets are cleared."""
 
@@ -489,13 +483,31 @@ class Ledger:
         `E_STORAGE_FATAL` on a reader, closed or poisoned writer. Lines still staged when the
         writer closes are dropped, as if the process had died before the fsync.
 
-        With `runfold.core.canonical.NATIVE` (the C extension built), drafts whose run, address
-        and kind the writer already knows are staged by `_staging.stage_lines`, the C twin of
-        the loop here (same records byte for byte); any other batch runs the loop here.
+        Each line is encoded with the one encoder (`encode_json` of its `Envelope`) and the
+        whole batch proven canonical at once (`lines_proven`); a batch the proof refuses is
+        staged again line by line with `encode_line`, whose refusal names the bad draft.
         """
         self._check_writable()
         if not drafts:
             return []
+        datas = [d.data if type(d.data) is dict else _draft_data(d, i) for i, d in enumerate(drafts)]
+        try:
+            records = self._stage_lines(drafts, datas, careful=False)
+            proven = lines_proven([r.env for r in records], [r.raw for r in records])
+        except (RunfoldError, TypeError, ValueError, RecursionError):
+            proven = False  # the careful pass raises the first draft's fault, naming it
+        if not proven:
+            records = self._stage_lines(drafts, datas, careful=True)
+        self._pending.extend(records)
+        return records
+
+    def _stage_lines(
+        self, drafts: Sequence[Draft], datas: list[dict[str, object]], careful: bool
+    ) -> list[Record]:
+        """The records of `drafts` after the staged lines: envelope, bytes, chain hash. Each
+        draft's run, author, kind, address and time are checked (a set lookup once the writer
+        has seen them); `careful` encodes each line with `encode_line` (checking its data,
+        naming the draft on refusal), else with the unchecked encoder (the caller proves it)."""
         seq = self._next_seq + len(self._pending)
         head = self._pending[-1].hash if self._pending else self._head
         clock = now_ms()
@@ -506,19 +518,8 @@ class Ledger:
         known = KNOWN_KIND_NAMES
         hasher = self._hasher
         update, digest, reset = hasher.update, hasher.digest, hasher.reset
-        new_tuple = _new_tuple
-        datas = [d.data if type(d.data) is dict else _draft_data(d, i) for i, d in enumerate(drafts)]
-        encoded = encode_datas(datas)
-        if encoded is not None and canonical.NATIVE and _native_stage_lines is not None:
-            # the C twin of the loop below: the same records, or None when a draft fails a fast
-            # check (the loop below then checks it, names its fault and learns the caches)
-            staged = _native_stage_lines(
-                drafts, datas, encoded, seq, head, clock, FORMAT_VERSION, runs_ok, addrs_ok, known,
-                Envelope, Record, hasher,
-            )  # fmt: skip
-            if staged is not None:
-                self._pending.extend(staged)
-                return staged
+        encode = encode_json
+        version = FORMAT_VERSION
         for i, d in enumerate(drafts):
             t = d.t
             if t is None:
@@ -539,14 +540,16 @@ class Ledger:
                 runs_ok.add(run)
                 if addr is not None:
                     addrs_ok.add(addr)
-            env = new_tuple(Envelope, (FORMAT_VERSION, run, seq, head, t, who, kind, datas[i], addr, d.ig))
-            raw = _encode_draft(env, i) if encoded is None else splice_line(env, encoded[i])
+            env = Envelope(
+                v=version, run=run, seq=seq, prev=head, t=t, who=who, addr=addr, kind=kind, data=datas[i],
+                ig=bool(d.ig),
+            )  # fmt: skip
+            raw = _encode_draft(env, i) if careful else encode(env)
             update(raw)
             head = digest().hex()
             reset()
-            append(new_tuple(Record, (env, raw, head)))
+            append(Record(env, raw, head))
             seq += 1
-        self._pending.extend(records)
         return records
 
     @property
