@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from runfold.core import fold as fold_api
-from runfold.core.canonical import Envelope, encode_line
-from runfold.core.chain import LineChecker, parse_envelope
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import KNOWN_KIND_NAMES
@@ -33,9 +31,12 @@ from runfold.runtime.cost import CostReport
 from runfold.runtime.executor import RetryPolicy, RunOutcome
 from runfold.runtime.replay import ReplayReport
 from runfold.runtime.resume import ResumeReport
-from runfold.store.layout import RUNFOLD_DIR, find_workspace, list_segments, parse_segment_name
+from runfold.store.bare import BareLedger as _BareLedger
+from runfold.store.bare import is_bare_ledger as _is_bare_ledger
+from runfold.store.bare import segment_first_seq as _segment_first_seq
+from runfold.store.layout import RUNFOLD_DIR, find_workspace
 from runfold.store.ledger import Ledger
-from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, verify_path
+from runfold.store.verify import Progress, VerifyReport, verify_path
 from runfold.tools import Tool
 
 __all__ = [
@@ -822,7 +823,7 @@ class Workspace:
         rid = self.resolve_run(run)
         return send_request(
             self._root,
-            self._ledger(),  # type: ignore[arg-type]
+            self._ledger(),
             rid,
             "steer" if type == "steer" else "cancel",
             text=text,
@@ -902,68 +903,6 @@ def _nearby_runs(key: str, runs: list[str]) -> list[str]:
     ranked = sorted(runs, key=lambda r: (-shared(r), r))
     best = shared(ranked[0]) if ranked else 0
     return [r for r in ranked if shared(r) == best][:_NEARBY_MAX] if ranked else []
-
-
-def _segment_first_seq(path: Path, default: int) -> int:
-    first = parse_segment_name(path.name)
-    return default if first is None else first
-
-
-def _is_bare_ledger(path: Path) -> bool:
-    """True for a segment file, or a directory of segments that is not a workspace."""
-    if path.is_file():
-        return True
-    return path.is_dir() and not (path / RUNFOLD_DIR).is_dir() and bool(list_segments(path))
-
-
-class _BareLedger:
-    """A read-only view of a ledger directory or one segment file without a workspace around it
-    (DESIGN.md §12 foreign ledgers): every line is verified once with the store's `scan` and
-    kept in memory. Verified lines are canonical, so their bytes are `encode_line(env)`.
-    A lone file that starts mid-chain is checked from its first line's seq and prev, as
-    `verify_path` does; a torn tail is left out (and never cut)."""
-
-    def __init__(self, path: Path) -> None:
-        segment_list, _lone = resolve_ledger(path)
-        self._segments = [p for _, p in segment_list]
-        checker = LineChecker()
-        self.first_seq = 0
-        if segment_list:
-            with segment_list[0][1].open("rb") as f:
-                first_line = f.readline().rstrip(b"\n")
-            env = parse_envelope(first_line)
-            if env is not None and env.seq != 0:
-                checker = LineChecker(env.seq, env.prev)
-                self.first_seq = env.seq
-        self._records: list[Record] = []
-        self._by_run: dict[str, list[Record]] = {}
-
-        def sink(_seg: int, _off: int, _length: int, digest: str, env: Envelope) -> None:
-            record = Record(env, encode_line(env, checked=True), digest)
-            self._records.append(record)
-            self._by_run.setdefault(env.run, []).append(record)
-
-        result = scan(segment_list, checker, sink=sink)
-        self.next_seq = result.next_seq
-        self.head = result.head
-
-    def segments(self) -> list[Path]:
-        return list(self._segments)
-
-    def runs(self) -> list[str]:
-        return [r for r in self._by_run if r != WORKSPACE_RUN]
-
-    def records(self, since: int = 0) -> Iterator[Record]:
-        return iter(self._records[max(since - self.first_seq, 0) :])
-
-    def run_records(self, run: str) -> list[Record]:
-        return list(self._by_run.get(run, []))
-
-    def record_at(self, seq: int) -> Record:
-        return self._records[seq - self.first_seq]
-
-    def close(self) -> None:
-        return None
 
 
 def _read_config(root: Path) -> dict[str, Any]:
