@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from runfold.store.index import INDEX_FILE, LedgerIndex
+from runfold.store.index_file import INDEX_FILE, LedgerIndex
 
 
 def main() -> None:

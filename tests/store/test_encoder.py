@@ -37,6 +37,7 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.records import Draft, Record
 from runfold.store import ledger as ledger_module
 from runfold.store.ledger import Ledger
+from runfold.store.staging import check_draft
 from runfold.store.verify import verify_path
 
 RUNS = ["0190f6a2-7c4a-7bbb-9d1e-000000000001", "00000000-0000-0000-0000-000000000000"]
@@ -244,7 +245,7 @@ def reference_stage(batch: list[Draft], seq: int, head: str) -> tuple[str, Any]:
     for i, d in enumerate(batch):
         t = CLOCK if d.t is None else d.t
         try:
-            ledger_module._check_draft(d, t, i)
+            check_draft(d, t, i)
             env = Envelope(
                 v=FORMAT_VERSION, run=d.run, seq=seq, prev=head, t=t, who=d.who, addr=d.addr, kind=d.kind,
                 data=d.data_object(), ig=d.ig,

@@ -24,7 +24,7 @@ from runfold.core.chain import LineChecker, LineRefused
 from runfold.core.errors import RunfoldError
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import KNOWN_KIND_NAMES
-from runfold.store.index import LedgerIndex
+from runfold.store.index_file import LedgerIndex
 
 HEAD = chain_hash(b"the line before")
 

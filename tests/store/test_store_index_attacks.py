@@ -17,7 +17,7 @@ import pytest
 from test_store_index_blocks import RUN_IDS, build, by_scan, index_db
 
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.store.index import INDEX_FILE
+from runfold.store.index_file import INDEX_FILE
 from runfold.store.layout import Layout
 from runfold.store.ledger import Ledger
 
