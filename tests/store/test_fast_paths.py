@@ -1,5 +1,5 @@
 """The fast paths of the line checker, the line encoder and the index agree with the exact ones
-(DESIGN.md §3 "Verification of a line"; issue 2 benchmark work).
+(DESIGN.md §3 "Verification of a line").
 
 `LineChecker.check_fast` and the fast branch of `check` may decline a line (the exact path then
 decides), but must never accept a line the exact path refuses, and must give the same envelope

@@ -1,4 +1,4 @@
-"""Crash safety with real kills (DESIGN.md §3 "Storage"; issue 2 "Must show").
+"""Crash safety with real kills (DESIGN.md §3 "Storage").
 
 A writer process appends batches in a loop and is killed with SIGKILL at random moments, 200
 times. After each kill the ledger opens as a writer and verifies; every batch whose append had

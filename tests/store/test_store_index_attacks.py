@@ -1,4 +1,4 @@
-"""Hand-damaged index files (issue 2 storage review): a run list that lost a seq or a row, an
+"""Hand-damaged index files: a run list that lost a seq or a row, an
 index path blocked by a directory or a file, random bytes over the SQLite file. Readers must
 still answer exactly the ledger's lines (rebuilding the index); a writer that cannot open the
 index refuses with a clear error and writes nothing.

@@ -1,4 +1,4 @@
-"""The block-row index (DESIGN.md §3 "Index"; issue 2 benchmark goal (a)): one SQLite row per
+"""The block-row index (DESIGN.md §3 "Index"): one SQLite row per
 block of seqs and one per run per run flush, checked against a plain in-memory model.
 
 A hypothesis property drives a file-backed `LedgerIndex` with random adds, flushes, closes,

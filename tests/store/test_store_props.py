@@ -1,4 +1,4 @@
-"""Property tests of the line format and verification (DESIGN.md §3; issue 2 "Must show").
+"""Property tests of the line format and verification (DESIGN.md §3).
 
 Canonical bytes round-trip for arbitrary payloads, every float is refused naming its path, and
 one flipped byte anywhere in a ledger stops verification at that line.

@@ -131,7 +131,6 @@ encode_into = _encoder.encode_into
 decode_line = msgspec.json.Decoder(Envelope, float_hook=_refuse_float).decode
 """Parse a line's bytes into its Envelope: exact field types, no unknown field, FloatSeen at
 the first float literal, msgspec.DecodeError for anything else (the checkers' fast path)."""
-_decode_lines = msgspec.json.Decoder(list[Envelope], float_hook=_refuse_float).decode
 _pack = msgspec.msgpack.Encoder().encode
 _OPEN_MAX = MAX_DEPTH + 1
 """Most opening brackets a line may hold and nest within the limit (`data` itself is depth 1)."""
@@ -227,24 +226,25 @@ def _plain(value: Json) -> Json:
 
 
 def lines_proven(envs: Sequence[Envelope], raws: Sequence[bytes]) -> bool:
-    """True when each `raws[i]` (= `encode_line(envs[i], checked=True)`) is proven to be a
-    line `encode_line` accepts, for a whole batch in a few C calls: the joined lines parse back
-    (`decode_line`'s rules: exact field types, no float literal) to envelopes equal to `envs`,
-    every integer fits i64/u64, and no line nests its data deeper than MAX_DEPTH. False: check
-    each with `encode_line`, which names the bad field. The writer's staging path (DESIGN.md §3
-    group commit)."""
-    if not isinstance(envs, list):
-        envs = list(envs)
+    """True when each `raws[i]` (= `encode_line(envs[i], checked=True)`) is proven to carry a
+    payload `encode_line` accepts, for a whole batch in a few C calls: every `data` is a dict,
+    all of them encoded at once parse back (no float literal) equal to themselves, every
+    integer fits i64/u64, and no line nests its data deeper than MAX_DEPTH. False: check each
+    with `encode_line`, which names the bad field. The envelope's own fields are the caller's
+    to check (the writer's draft checks). The writer's staging path (DESIGN.md §3 group commit).
+    """
+    datas = [e.data for e in envs]
+    if datas and set(map(type, datas)) != {dict}:
+        return False
     try:
-        if _decode_lines(b"[" + b",".join(raws) + b"]") != envs:
+        if decode_float_free(_encode(datas)) != datas:
             return False
-    except (FloatSeen, msgspec.DecodeError):
+    except (FloatSeen, msgspec.DecodeError, TypeError, ValueError):
         return False
-    if not fits_64([e.data for e in envs]):
+    if not fits_64(datas):
         return False
-    short = _SHORT_LINE + 64
-    for raw in raws:
-        if len(raw) >= short and raw.count(b"{") + raw.count(b"[") > _OPEN_MAX:
+    for env, raw in zip(envs, raws, strict=True):  # `nests_within`, inlined: it runs once per line
+        if len(raw) >= _SHORT_LINE + len(env.prev) and raw.count(b"{") + raw.count(b"[") > _OPEN_MAX:
             return False
     return True
 
