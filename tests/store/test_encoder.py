@@ -196,6 +196,11 @@ def test_the_edges_of_the_rules() -> None:
     for bad in [I64_MIN - 1, U64_MAX + 1, 1.0, float("nan"), "\ud800", b"x", {1, 2}, msgspec.Raw(b"1")]:
         assert outcome({"ok": 1, "x": bad}) is None, bad
     assert outcome([1]) is None  # data must be an object
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(5000):  # past the encoder's own recursion limit: still a named refusal
+        inner["k"] = inner = {}
+    assert outcome(deep) is None
 
 
 # ---- staging ----------------------------------------------------------------------------------

@@ -180,7 +180,7 @@ def check_data(data: Json) -> None:
     when the proof fails (same refusals, same errors)."""
     try:
         encoded = _encode(data)
-    except (TypeError, UnicodeEncodeError, OverflowError):
+    except (TypeError, ValueError, RecursionError):  # ValueError: UnicodeEncodeError
         encoded = None
     if encoded is None or not _proven(data, encoded):
         check_json(data)
@@ -196,12 +196,11 @@ def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
     if checked:
         return _encode(env)
     data = env.data
-    if type(data) is not dict:
-        if not isinstance(data, dict):
-            raise invalid_args("encode payload", "data", "a line's data must be a JSON object")
+    if not isinstance(data, dict):
+        raise invalid_args("encode payload", "data", "a line's data must be a JSON object")
     try:
         raw = _encode(env)
-    except (TypeError, UnicodeEncodeError, OverflowError):
+    except (TypeError, ValueError, RecursionError):  # ValueError: UnicodeEncodeError
         check_json(data)  # raises naming the field path
         for name in ("run", "prev", "who", "addr", "kind"):  # a lone surrogate in the envelope
             check_json(getattr(env, name), name)
