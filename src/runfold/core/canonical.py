@@ -131,10 +131,12 @@ encode_into = _encoder.encode_into
 decode_line = msgspec.json.Decoder(Envelope, float_hook=_refuse_float).decode
 """Parse a line's bytes into its Envelope: exact field types, no unknown field, FloatSeen at
 the first float literal, msgspec.DecodeError for anything else (the checkers' fast path)."""
-_pack = msgspec.msgpack.Encoder().encode
-_OPEN_MAX = MAX_DEPTH + 1
+pack_ints = _pack = msgspec.msgpack.Encoder().encode
+"""`pack_ints(value)`: MessagePack bytes of a JSON value, raising OverflowError for an integer
+outside i64/u64 (what `fits_64` asks, for loops that cannot pay its call)."""
+OPEN_MAX = _OPEN_MAX = MAX_DEPTH + 1
 """Most opening brackets a line may hold and nest within the limit (`data` itself is depth 1)."""
-_SHORT_LINE = 2 * (_OPEN_MAX + 1) + 100
+SHORT_LINE = _SHORT_LINE = 2 * (_OPEN_MAX + 1) + 100
 """A line whose `data` nests deeper than MAX_DEPTH holds at least 2 * (_OPEN_MAX + 1) bracket
 bytes of structure (each opener of the envelope and of data has its closer), at least 101
 other bytes (`"v":1,"run":"<36-char UUID>","seq":0,"prev":"","t":0,"who":"","kind":"","data":`)

@@ -19,6 +19,8 @@ import orjson
 from runfold.core.canonical import (
     FORMAT_VERSION,
     I64_MIN,
+    OPEN_MAX,
+    SHORT_LINE,
     U64_MAX,
     Envelope,
     FloatSeen,
@@ -29,6 +31,7 @@ from runfold.core.canonical import (
     encode_line,
     fits_64,
     nests_within,
+    pack_ints,
 )
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.ids import ZERO_HASH, is_run_id
@@ -232,9 +235,9 @@ class LineChecker:
         update = hasher.update
         digest = hasher.digest
         reset = hasher.reset
-        in_range = fits_64
-        within = nests_within
-        prev_len = len(ZERO_HASH)  # every accepted prev is 64 hex digits long
+        pack = pack_ints  # `fits_64` and `nests_within`, inlined: they run once per line
+        long_line = SHORT_LINE + len(ZERO_HASH)  # every accepted prev is 64 hex digits long
+        max_open = OPEN_MAX
         t_min = I64_MIN
         t_max = U64_MAX
         version = FORMAT_VERSION
@@ -255,7 +258,13 @@ class LineChecker:
                     break
                 seen_version = v
                 versions.add(v)
-            if not (t_min <= w.t <= t_max and in_range(w.data) and within(raw, prev_len)):
+            try:
+                pack(w.data)
+            except OverflowError:
+                break
+            if not t_min <= w.t <= t_max or (
+                len(raw) >= long_line and raw.count(b"{") + raw.count(b"[") > max_open
+            ):
                 break
             update(raw)
             head = digest().hex()
