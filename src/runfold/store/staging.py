@@ -76,6 +76,7 @@ class Stager:
         update, digest, reset = hasher.update, hasher.digest, hasher.reset
         encode = encode_json
         version = FORMAT_VERSION
+        envelope, record = Envelope, Record  # locals: looked up once per batch, not per line
         for i, d in enumerate(drafts):
             t = d.t
             if t is None:
@@ -96,7 +97,7 @@ class Stager:
                 runs_ok.add(run)
                 if addr is not None:
                     addrs_ok.add(addr)
-            env = Envelope(
+            env = envelope(
                 v=version, run=run, seq=seq, prev=head, t=t, who=who, addr=addr, kind=kind, data=datas[i],
                 ig=bool(d.ig),
             )  # fmt: skip
@@ -104,7 +105,7 @@ class Stager:
             update(raw)
             head = digest().hex()
             reset()
-            append(Record(env, raw, head))
+            append(record(env, raw, head))
             seq += 1
         return records
 
