@@ -54,7 +54,7 @@ def encode_datas(datas: list[dict[str, Any]]) -> list[bytes] | None:
         raws = [encode_json(e) for e in envs]
     except (TypeError, ValueError):
         return None
-    return raws if lines_proven(envs, raws) else None
+    return raws if lines_proven([e.data for e in envs], raws) else None
 
 
 def lines_of(datas: list[dict[str, Any]]) -> list[bytes]:

@@ -161,31 +161,23 @@ def nests_within(raw: bytes, prev_len: int = 0) -> bool:
     return len(raw) < _SHORT_LINE + prev_len or raw.count(b"{") + raw.count(b"[") <= _OPEN_MAX
 
 
-def _proven(value: Json, encoded: bytes) -> bool:
-    """True when `encoded` (msgspec's bytes of `value`) proves that `check_json(value)` accepts
-    `value`, in C calls: parsing the bytes back meets no float literal and gives a value equal
-    to `value` (so `value` held only JSON types with string keys: a datetime, bytes, a set, a
-    tuple, an enum, a NaN or a struct comes back different), its integers fit 64 bits, and its
-    brackets bound its depth. False: run the path-naming `check_json`."""
-    try:
-        if decode_float_free(encoded) != value:
-            return False
-    except (FloatSeen, msgspec.DecodeError):
-        return False
-    return fits_64(value) and (
-        len(encoded) <= 2 * MAX_DEPTH or encoded.count(b"{") + encoded.count(b"[") <= MAX_DEPTH
-    )
-
-
 def check_data(data: Json) -> None:
-    """`check_json(data)` with a C-speed proof first (`_proven`); the path-naming walk runs only
-    when the proof fails (same refusals, same errors)."""
+    """`check_json(data)` with a C-speed proof first; the path-naming walk runs only when the
+    proof fails (same refusals, same errors). The proof: msgspec's bytes of `data` parse back
+    with no float literal to a value equal to `data` (so it held only JSON types with string
+    keys: a datetime, bytes, a set, a tuple, an enum, a NaN or a struct comes back different),
+    its integers fit 64 bits (`pack_ints`), and its brackets bound its depth."""
     try:
         encoded = _encode(data)
-    except (TypeError, ValueError, RecursionError):  # ValueError: UnicodeEncodeError
-        encoded = None
-    if encoded is None or not _proven(data, encoded):
-        check_json(data)
+        if (
+            decode_float_free(encoded) == data
+            and (len(encoded) <= 2 * MAX_DEPTH or encoded.count(b"{") + encoded.count(b"[") <= MAX_DEPTH)
+            and _pack(data)
+        ):
+            return
+    except (TypeError, ValueError, RecursionError, OverflowError, FloatSeen, msgspec.DecodeError):
+        pass  # ValueError: UnicodeEncodeError; OverflowError: an integer beyond 64 bits
+    check_json(data)
 
 
 def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
@@ -208,7 +200,7 @@ def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
             check_json(getattr(env, name), name)
         # what check_json accepts and msgspec does not encode: subclasses of int, str, dict, list
         return _encode(Envelope(**{name: _plain(getattr(env, name)) for name in env.__struct_fields__}))
-    if not lines_proven([env], [raw]):
+    if not lines_proven([data], [raw], len(env.prev)):
         check_json(data)  # raises naming the field path, or the data was canonical after all
     return raw
 
@@ -226,26 +218,26 @@ def _plain(value: Json) -> Json:
     return [_plain(item) for item in value]
 
 
-def lines_proven(envs: Sequence[Envelope], raws: Sequence[bytes]) -> bool:
-    """True when each `raws[i]` (= `encode_line(envs[i], checked=True)`) is proven to carry a
-    payload `encode_line` accepts, for a whole batch in a few C calls: every `data` is a dict,
-    all of them encoded at once parse back (no float literal) equal to themselves, every
-    integer fits i64/u64, and no line nests its data deeper than MAX_DEPTH. False: check each
-    with `encode_line`, which names the bad field. The envelope's own fields are the caller's
-    to check (the writer's draft checks). The writer's staging path (DESIGN.md §3 group commit).
+def lines_proven(datas: list[dict[str, Json]], raws: Sequence[bytes], prev_len: int = 64) -> bool:
+    """True when each line `raws[i]` (= `encode_line(env, checked=True)` of an envelope whose
+    `data` is `datas[i]` and whose `prev` is `prev_len` characters) is proven to carry a payload
+    `encode_line` accepts, for a whole batch in a few C calls: every payload is a dict, all of
+    them encoded at once parse back (no float literal) equal to themselves, every integer fits
+    i64/u64, and no line nests its data deeper than MAX_DEPTH. False: check each with
+    `encode_line`, which names the bad field. The envelope's own fields are the caller's to
+    check (the writer's draft checks). The writer's staging path (DESIGN.md §3 group commit).
     """
-    datas = [e.data for e in envs]
     if datas and set(map(type, datas)) != {dict}:
         return False
     try:
         if decode_float_free(_encode(datas)) != datas:
             return False
-    except (FloatSeen, msgspec.DecodeError, TypeError, ValueError):
+        _pack(datas)
+    except (FloatSeen, msgspec.DecodeError, TypeError, ValueError, OverflowError):
         return False
-    if not fits_64(datas):
-        return False
-    for env, raw in zip(envs, raws, strict=True):  # `nests_within`, inlined: it runs once per line
-        if len(raw) >= _SHORT_LINE + len(env.prev) and raw.count(b"{") + raw.count(b"[") > _OPEN_MAX:
+    short = _SHORT_LINE + prev_len
+    for raw in raws:  # `nests_within`, inlined: it runs once per line
+        if len(raw) >= short and raw.count(b"{") + raw.count(b"[") > _OPEN_MAX:
             return False
     return True
 

@@ -46,7 +46,7 @@ class Stager:
         datas = [d.data if type(d.data) is dict else _draft_data(d, i) for i, d in enumerate(drafts)]
         try:
             records = self._records(drafts, datas, seq, head, clock, careful=False)
-            proven = lines_proven([r.env for r in records], [r.raw for r in records])
+            proven = lines_proven(datas, [r.raw for r in records])
         except (RunfoldError, TypeError, ValueError, RecursionError):
             proven = False  # the careful pass raises the first draft's fault, naming it
         if not proven:
