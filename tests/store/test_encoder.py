@@ -294,7 +294,8 @@ def test_staging_gives_the_records_of_lines_encoded_one_by_one(
                         assert got[1] == want[1]
                         for r in got[1]:
                             assert type(r) is Record and type(r.env) is Envelope
-                            assert r.raw == reference_encode_line(r.env)
+                            plain = msgspec.structs.replace(r.env, data=json.loads(json.dumps(r.env.data)))
+                            assert r.raw == reference_encode_line(plain)
             w.flush()
         assert verify_path(root).lines == 1 + sum(
             len(b) for b in batches for _ in range(2) if reference_stage(b, 0, HEAD)[0] == "records"
