@@ -1,4 +1,4 @@
-"""Micro-benchmark of the ledger index's writer path (issue 2, benchmark goal (a)): µs per row of
+"""Micro-benchmark of the ledger index's writer path: µs per row of
 `LedgerIndex.add_lines` and of its flushes, as `Ledger.flush` drives them.
 
 Batches of 100 rows over 100 runs, 41 batches between flushes; the flush between rounds is the
@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from runfold.store.index import INDEX_FILE, LedgerIndex
+from runfold.store.index_file import INDEX_FILE, LedgerIndex
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Benchmark of the file ledger (issue 2): durable appends next to SQLite, verify throughput next
+"""Benchmark of the file ledger: durable appends next to SQLite, verify throughput next
 to raw BLAKE3, and one run's lines through the index next to a full scan.
 
 Usage: python bench/ledger.py [--quick]. Prints one table and a legend; the 1,000,000-line ledger
@@ -156,7 +156,7 @@ LEGEND = """\
 (c) time to read one run's lines through the index next to a full scan of the ledger; ratio = scan /
     index (in parentheses: the index also paying for opening the ledger). The first open after
     another build may rebuild the disposable index; it is shown apart. Goal >= 100x.
-Goals are issue 2's; wall times on a shared machine vary run to run (a ratio near 1.0 can fall either
+The goals are the ledger's; wall times on a shared machine vary run to run (a ratio near 1.0 can fall either
 side)."""
 
 

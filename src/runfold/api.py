@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from runfold.api_runs import WorkspaceRuns
 from runfold.core import fold as fold_api
-from runfold.core.canonical import Envelope, encode_line
-from runfold.core.chain import LineChecker, parse_envelope
 from runfold.core.errors import invalid_args
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.records import Record
+from runfold.store.bare import BareLedger, is_bare_ledger, segment_first_seq
 from runfold.store.cas import Cas
-from runfold.store.layout import RUNFOLD_DIR, find_workspace, list_segments, parse_segment_name
+from runfold.store.layout import find_workspace
 from runfold.store.ledger import Ledger
-from runfold.store.verify import Progress, VerifyReport, resolve_ledger, scan, verify_path
+from runfold.store.verify import Progress, VerifyReport, verify_path
 
 if TYPE_CHECKING:
     from runfold.runtime.config import WorkspaceConfig, require_key
@@ -112,7 +111,7 @@ class Workspace(WorkspaceRuns):
     def __init__(self, root: Path, *, bare: bool = False) -> None:
         self._root = root
         self._bare = bare
-        self._reader: Ledger | _BareLedger | None = None
+        self._reader: Ledger | BareLedger | None = None
         self._run_ledger: Ledger | None = None
         self._writer_users = 0
         self._hub: ControlHub | None = None  # while runs are driven (see `shared_writer`)
@@ -157,7 +156,7 @@ class Workspace(WorkspaceRuns):
         are verified once, on first read, and kept in memory.
         Raises `E_PATH_NOT_FOUND` when no workspace or ledger is found.
         """
-        if path is not None and _is_bare_ledger(Path(path)):
+        if path is not None and is_bare_ledger(Path(path)):
             return cls(Path(path).absolute(), bare=True)
         return cls(find_workspace(path))
 
@@ -187,9 +186,9 @@ class Workspace(WorkspaceRuns):
     def __repr__(self) -> str:
         return f"Workspace({str(self._root)!r})"
 
-    def _ledger(self) -> Ledger | _BareLedger:
+    def _ledger(self) -> Ledger | BareLedger:
         if self._reader is None:
-            self._reader = _BareLedger(self._root) if self._bare else Ledger.open(self._root, writer=False)
+            self._reader = BareLedger(self._root) if self._bare else Ledger.open(self._root, writer=False)
         return self._reader
 
     # ---- the writer ----------------------------------------------------------------------
@@ -309,7 +308,7 @@ class Workspace(WorkspaceRuns):
         """The seqs of the lines this ledger holds, `range(first, next)`: first is 0 for a
         workspace (a lone segment file may start later); empty when it holds no line."""
         ledger = self._ledger()
-        first = ledger.first_seq if isinstance(ledger, _BareLedger) else 0
+        first = ledger.first_seq if isinstance(ledger, BareLedger) else 0
         return range(first, max(first, ledger.next_seq))
 
     def record_at(self, seq: int) -> Record:
@@ -331,8 +330,8 @@ class Workspace(WorkspaceRuns):
         and its line number in that file. Raises `E_INVALID_ARGS` like `record_at`."""
         self.record_at(seq)
         ledger = self._ledger()
-        first = ledger.first_seq if isinstance(ledger, _BareLedger) else 0
-        starts = [(_segment_first_seq(p, first), p) for p in ledger.segments()]
+        first = ledger.first_seq if isinstance(ledger, BareLedger) else 0
+        starts = [(segment_first_seq(p, first), p) for p in ledger.segments()]
         seg_first, segment = max((s for s in starts if s[0] <= seq), key=lambda s: s[0])
         return LinePosition(
             seq=seq,
@@ -441,65 +440,3 @@ def _nearby_runs(key: str, runs: list[str]) -> list[str]:
     ranked = sorted(runs, key=lambda r: (-shared(r), r))
     best = shared(ranked[0]) if ranked else 0
     return [r for r in ranked if shared(r) == best][:_NEARBY_MAX] if ranked else []
-
-
-def _segment_first_seq(path: Path, default: int) -> int:
-    first = parse_segment_name(path.name)
-    return default if first is None else first
-
-
-def _is_bare_ledger(path: Path) -> bool:
-    """True for a segment file, or a directory of segments that is not a workspace."""
-    if path.is_file():
-        return True
-    return path.is_dir() and not (path / RUNFOLD_DIR).is_dir() and bool(list_segments(path))
-
-
-class _BareLedger:
-    """A read-only view of a ledger directory or one segment file without a workspace around it
-    (DESIGN.md §12 foreign ledgers): every line is verified once with the store's `scan` and
-    kept in memory. Verified lines are canonical, so their bytes are `encode_line(env)`.
-    A lone file that starts mid-chain is checked from its first line's seq and prev, as
-    `verify_path` does; a torn tail is left out (and never cut)."""
-
-    def __init__(self, path: Path) -> None:
-        segment_list, _lone = resolve_ledger(path)
-        self._segments = [p for _, p in segment_list]
-        checker = LineChecker()
-        self.first_seq = 0
-        if segment_list:
-            with segment_list[0][1].open("rb") as f:
-                first_line = f.readline().rstrip(b"\n")
-            env = parse_envelope(first_line)
-            if env is not None and env.seq != 0:
-                checker = LineChecker(env.seq, env.prev)
-                self.first_seq = env.seq
-        self._records: list[Record] = []
-        self._by_run: dict[str, list[Record]] = {}
-
-        def sink(_seg: int, _off: int, _length: int, digest: str, env: Envelope) -> None:
-            record = Record(env, encode_line(env, checked=True), digest)
-            self._records.append(record)
-            self._by_run.setdefault(env.run, []).append(record)
-
-        result = scan(segment_list, checker, sink=sink)
-        self.next_seq = result.next_seq
-        self.head = result.head
-
-    def segments(self) -> list[Path]:
-        return list(self._segments)
-
-    def runs(self) -> list[str]:
-        return [r for r in self._by_run if r != WORKSPACE_RUN]
-
-    def records(self, since: int = 0) -> Iterator[Record]:
-        return iter(self._records[max(since - self.first_seq, 0) :])
-
-    def run_records(self, run: str) -> list[Record]:
-        return list(self._by_run.get(run, []))
-
-    def record_at(self, seq: int) -> Record:
-        return self._records[seq - self.first_seq]
-
-    def close(self) -> None:
-        return None

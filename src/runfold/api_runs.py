@@ -23,7 +23,6 @@ from runfold.store.cas import Cas
 from runfold.store.ledger import Ledger
 
 if TYPE_CHECKING:
-    from runfold.api import _BareLedger
     from runfold.providers.base import Provider, StreamCallback
     from runfold.runtime.config import WorkspaceConfig
     from runfold.runtime.control import ControlHub, ControlReceipt
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from runfold.runtime.replay import ReplayReport
     from runfold.runtime.resume import ResumeReport
     from runfold.runtime.spec import RunHooks, RunSpec
+    from runfold.store.bare import BareLedger
     from runfold.tools import Tool
 
 
@@ -53,7 +53,7 @@ class WorkspaceRuns:
         def records(self, run: str | None = None, *, limit: int | None = None) -> list[Record]: ...
         def close(self) -> None: ...
         def run_summaries(self) -> list[fold_api.RunSummary]: ...
-        def _ledger(self) -> Ledger | _BareLedger: ...
+        def _ledger(self) -> Ledger | BareLedger: ...
         def writer(self, *, resume: bool = True) -> AbstractContextManager[Ledger]: ...
 
     def _writable(self, action: str, recovery: str) -> None:
@@ -284,7 +284,7 @@ class WorkspaceRuns:
         rid = self.resolve_run(run)
         return send_request(
             self._root,
-            self._ledger(),  # type: ignore[arg-type]
+            self._ledger(),
             rid,
             "steer" if type == "steer" else "cancel",
             text=text,

@@ -71,7 +71,16 @@ def test_each_fault_is_named_at_its_line(mutate, fault: Fault) -> None:  # type:
 
 
 def test_float_inside_data_is_not_canonical() -> None:
-    env = Envelope(2, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "log_truncated", {"dropped_bytes": 1})
+    env = Envelope(
+        v=2,
+        run=WORKSPACE_RUN,
+        seq=0,
+        prev=ZERO_HASH,
+        t=0,
+        who="runtime",
+        kind="log_truncated",
+        data={"dropped_bytes": 1},
+    )
     raw = encode_line(env).replace(b'"dropped_bytes":1', b'"dropped_bytes":1.5')
     with pytest.raises(LineRefused) as err:
         LineChecker().check(raw, 1)
@@ -84,7 +93,16 @@ def test_float_inside_data_is_not_canonical() -> None:
     [b"18446744073709551616", b"-9223372036854775809", b"-0", b"1E2", b"10.0", b"01"],
 )
 def test_numbers_a_re_encoding_would_change_are_refused(spelling: bytes) -> None:
-    env = Envelope(2, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "log_truncated", {"dropped_bytes": 7})
+    env = Envelope(
+        v=2,
+        run=WORKSPACE_RUN,
+        seq=0,
+        prev=ZERO_HASH,
+        t=0,
+        who="runtime",
+        kind="log_truncated",
+        data={"dropped_bytes": 7},
+    )
     raw = encode_line(env).replace(b'"dropped_bytes":7', b'"dropped_bytes":' + spelling)
     with pytest.raises(LineRefused) as err:
         LineChecker().check(raw, 1)
@@ -93,7 +111,16 @@ def test_numbers_a_re_encoding_would_change_are_refused(spelling: bytes) -> None
 
 def test_ig_line_without_addr_keeps_no_addr() -> None:
     env = Envelope(
-        2, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "log_truncated", {"dropped_bytes": 1}, None, True
+        v=2,
+        run=WORKSPACE_RUN,
+        seq=0,
+        prev=ZERO_HASH,
+        t=0,
+        who="runtime",
+        kind="log_truncated",
+        data={"dropped_bytes": 1},
+        addr=None,
+        ig=True,
     )
     got, known = LineChecker().check(encode_line(env), 1)
     assert got == env and known
@@ -101,7 +128,16 @@ def test_ig_line_without_addr_keeps_no_addr() -> None:
 
 @pytest.mark.parametrize("run", ["not-a-uuid", "0198F6A2-7C4A-7BBB-9D1E-00000000040A", ""])
 def test_a_run_that_is_not_a_lowercase_uuid_is_not_a_line(run: str) -> None:
-    env = Envelope(2, run, 0, ZERO_HASH, 0, "runtime", "log_truncated", {"dropped_bytes": 1})
+    env = Envelope(
+        v=2,
+        run=run,
+        seq=0,
+        prev=ZERO_HASH,
+        t=0,
+        who="runtime",
+        kind="log_truncated",
+        data={"dropped_bytes": 1},
+    )
     with pytest.raises(LineRefused) as err:
         LineChecker().check(encode_line(env), 1)
     assert err.value.fault is Fault.NOT_A_LINE and "UUID" in err.value.display()

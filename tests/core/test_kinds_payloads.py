@@ -57,7 +57,9 @@ def test_every_kind_has_a_payload_with_defaults_that_round_trips(kind: Kind) -> 
     data = default.to_data()
     again = cls.from_data(data)
     assert again.to_data() == data
-    encode_line(Envelope(2, "0" * 8, 0, "0" * 64, 0, "runtime", kind.value, data))
+    encode_line(
+        Envelope(v=2, run="0" * 8, seq=0, prev="0" * 64, t=0, who="runtime", kind=kind.value, data=data)
+    )
 
 
 def test_optional_fields_are_omitted_when_absent() -> None:

@@ -1,25 +1,23 @@
-"""The writer encodes a batch's payloads in one call (`encode_datas`, issue 2 benchmark (a)): it
-must give each payload's `encode_json` bytes exactly, or decline (None) whenever any payload is
-one `check_json` refuses, so that the per-line path names the bad field. A staged batch must
-hold the same bytes as lines encoded one by one with `encode_line`. Each test runs twice: on the
-C staging core (`runfold.core._staging`) and on the forced Python path.
+"""The writer proves a batch's lines canonical in one call (`lines_proven`): it must accept
+each line's `encode_line` bytes exactly, or decline whenever any payload is one `check_json`
+refuses, so that the per-line path names the bad field. A staged batch must hold the same bytes
+as lines encoded one by one with `encode_line`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_store_props import json_values, payloads, texts, with_float
 
-from runfold.core import canonical
-from runfold.core.canonical import FORMAT_VERSION, MAX_DEPTH, Envelope, encode_datas, encode_json, encode_line
+from runfold.core.canonical import FORMAT_VERSION, MAX_DEPTH, Envelope, encode_json, encode_line, lines_proven
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.records import Draft
 from runfold.store.ledger import Ledger
@@ -37,32 +35,36 @@ def _refused(data: dict[str, Any]) -> bool:
 
 
 def encode_line_of(data: dict[str, Any]) -> bytes:
-    return encode_line(Envelope(FORMAT_VERSION, RUN, 0, "0" * 64, 0, "w", "tool_result", data))
+    return encode_line(
+        Envelope(v=FORMAT_VERSION, run=RUN, seq=0, prev="0" * 64, t=0, who="w", kind="tool_result", data=data)
+    )
 
 
-@pytest.fixture(scope="module", autouse=True, params=["native", "python"])
-def path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Every test here runs on the C staging core and on the forced Python path."""
-    if request.param == "native" and canonical.native is None:
-        pytest.skip("the C extension runfold.core._staging is not built")
-    saved = canonical.NATIVE
-    canonical.NATIVE = request.param == "native"
+def _envelope(data: dict[str, Any], seq: int = 0) -> Envelope:
+    return Envelope(
+        v=FORMAT_VERSION, run=RUN, seq=seq, prev="0" * 64, t=0, who="w", kind="tool_result", data=data
+    )
+
+
+def encode_datas(datas: list[dict[str, Any]]) -> list[bytes] | None:
+    """What the writer's one-call path makes of a batch: each line's bytes, or None when
+    `lines_proven` declines (or the encoder cannot write a value at all)."""
+    envs = [_envelope(d, i) for i, d in enumerate(datas)]
     try:
-        yield request.param
-    finally:
-        canonical.NATIVE = saved
+        raws = [encode_json(e) for e in envs]
+    except (TypeError, ValueError):
+        return None
+    return raws if lines_proven([e.data for e in envs], raws) else None
+
+
+def lines_of(datas: list[dict[str, Any]]) -> list[bytes]:
+    """The reference: each line encoded (and checked) on its own."""
+    return [encode_line(_envelope(d, i)) for i, d in enumerate(datas)]
 
 
 @given(batch=st.lists(payloads, max_size=12))
 def test_a_batch_of_valid_payloads_gives_each_payloads_own_bytes(batch: list[dict[str, Any]]) -> None:
-    expected = [encode_json(d) for d in batch]
-    got = encode_datas(batch)
-    # on the Python path `null` anywhere sends the batch to the per-line path (a NaN is written
-    # as null by orjson); the C path tells None from NaN and encodes it
-    if any(b"null" in e for e in expected) and not canonical.NATIVE:
-        assert got is None
-    else:
-        assert got == expected
+    assert encode_datas(batch) == lines_of(batch)
 
 
 @given(
@@ -105,18 +107,14 @@ def _nested(depth: int) -> dict[str, Any]:
 
 def test_nesting_at_the_cap_is_encoded_and_past_it_declined() -> None:
     at_cap = _nested(MAX_DEPTH)
-    assert encode_datas([{"a": 1}, at_cap]) == [b'{"a":1}', encode_json(at_cap)]
+    assert encode_datas([{"a": 1}, at_cap]) == lines_of([{"a": 1}, at_cap])
     assert encode_datas([{"a": 1}, _nested(MAX_DEPTH + 1)]) is None
 
 
 @given(text=texts, value=json_values)
-def test_payload_text_that_looks_like_the_separator_stays_inside_its_payload(text: str, value: Any) -> None:
-    batch = [{"a": text + "0\n,", "b": value}, {",0\n,": text}, {}]
-    expected = [encode_json(d) for d in batch]
-    got = encode_datas(batch)
-    assert got is None or got == expected
-    if not any(b"null" in e for e in expected):
-        assert got == expected
+def test_payload_text_that_looks_like_a_line_boundary_stays_inside_its_payload(text: str, value: Any) -> None:
+    batch = [{"a": text + "},{", "b": value}, {"}]": text, "0\n,": "]"}, {}]
+    assert encode_datas(batch) == lines_of(batch)
 
 
 def test_an_empty_batch_is_empty() -> None:
@@ -158,9 +156,16 @@ def test_a_staged_batch_holds_the_bytes_of_lines_encoded_one_by_one(
 def test_a_fragment_of_bytes_orjson_would_not_write_is_refused_naming_the_draft(
     tmp_path: Path, raw: bytes
 ) -> None:
-    """An `orjson.Fragment` in a payload is spliced in as raw bytes: the one-call proof must not
-    let non-canonical bytes through (the writer would write a line `verify` refuses)."""
-    bad = {"source": "user", "text": "x", "extra": orjson.Fragment(raw)}
+    """An `orjson.Fragment` or a `msgspec.Raw` in a payload holds raw bytes (the encoder splices
+    a Raw in as it is): the one-call proof must not let non-canonical bytes through (the writer
+    would write a line `verify` refuses)."""
+    for extra in (orjson.Fragment(raw), msgspec.Raw(raw)):
+        _refused_naming_the_draft(
+            tmp_path / type(extra).__name__, {"source": "user", "text": "x", "extra": extra}
+        )
+
+
+def _refused_naming_the_draft(tmp_path: Path, bad: dict[str, Any]) -> None:
     assert encode_datas([{"ok": 1}, bad]) is None
     with pytest.raises(RunfoldError) as err:
         encode_line_of(bad)

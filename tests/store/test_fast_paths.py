@@ -1,5 +1,5 @@
 """The fast paths of the line checker, the line encoder and the index agree with the exact ones
-(DESIGN.md §3 "Verification of a line"; issue 2 benchmark work).
+(DESIGN.md §3 "Verification of a line").
 
 `LineChecker.check_fast` and the fast branch of `check` may decline a line (the exact path then
 decides), but must never accept a line the exact path refuses, and must give the same envelope
@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -23,7 +24,7 @@ from runfold.core.chain import LineChecker, LineRefused
 from runfold.core.errors import RunfoldError
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import KNOWN_KIND_NAMES
-from runfold.store.index import LedgerIndex
+from runfold.store.index_file import LedgerIndex
 
 HEAD = chain_hash(b"the line before")
 
@@ -85,7 +86,16 @@ def test_nan_and_infinity_are_refused_not_written_as_null(value: float) -> None:
     with pytest.raises(RunfoldError) as err:
         check_data({"ok": None, "x": [1, {"y": value}]})
     assert err.value.subject == "data.x[1].y"
-    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, HEAD, 0, "w", "tool_result", {"y": value})
+    env = Envelope(
+        v=FORMAT_VERSION,
+        run=WORKSPACE_RUN,
+        seq=0,
+        prev=HEAD,
+        t=0,
+        who="w",
+        kind="tool_result",
+        data={"y": value},
+    )
     with pytest.raises(RunfoldError):
         encode_line(env)
 
@@ -133,8 +143,8 @@ def lines(draw: st.DrawFn) -> tuple[Envelope, bytes]:
     try:
         raw = encode_line(env)
     except (RunfoldError, orjson.JSONEncodeError):
-        raw = reference_encode_line(env._replace(data={}))
-        env = env._replace(data={})
+        raw = reference_encode_line(msgspec.structs.replace(env, data={}))
+        env = msgspec.structs.replace(env, data={})
     how = draw(st.integers(0, 3))
     if how == 1:  # one changed byte
         pos = draw(st.integers(0, len(raw) - 1))
@@ -216,7 +226,9 @@ def test_index_rows_added_per_batch_equal_rows_added_per_line(
 
 
 def _line(data_json: bytes, t: bytes = b"5") -> tuple[Envelope, bytes]:
-    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 7, HEAD, 5, "w", "tool_result", {})
+    env = Envelope(
+        v=FORMAT_VERSION, run=WORKSPACE_RUN, seq=7, prev=HEAD, t=5, who="w", kind="tool_result", data={}
+    )
     raw = encode_line(env).replace(b'"data":{}', b'"data":' + data_json).replace(b'"t":5', b'"t":' + t)
     return env, raw
 
@@ -270,7 +282,7 @@ def test_shortest_deep_lines_get_the_exact_answer(depth: int) -> None:
     shortest possible lines at and past the cap must still get the exact path's answer."""
     kind = min(KNOWN_KIND_NAMES, key=len)
     inner = b"[" * (depth - 1) + b"]" * (depth - 1)
-    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, HEAD, 0, "", kind, {})
+    env = Envelope(v=FORMAT_VERSION, run=WORKSPACE_RUN, seq=0, prev=HEAD, t=0, who="", kind=kind, data={})
     raw = encode_line(env).replace(b'"data":{}', b'"data":{"":' + inner + b"}")
     exact = _exact(env, raw)
     assert isinstance(exact, str) == (depth > MAX_DEPTH)

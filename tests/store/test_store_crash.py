@@ -1,4 +1,4 @@
-"""Crash safety with real kills (DESIGN.md §3 "Storage"; issue 2 "Must show").
+"""Crash safety with real kills (DESIGN.md §3 "Storage").
 
 A writer process appends batches in a loop and is killed with SIGKILL at random moments, 200
 times. After each kill the ledger opens as a writer and verifies; every batch whose append had
@@ -38,14 +38,14 @@ def _partial_line(ledger_ws: Path, rng: random.Random) -> bytes:
     """A prefix of the next line a writer would write: what a torn append leaves."""
     with Ledger.open(ledger_ws, writer=False) as r:
         env = Envelope(
-            FORMAT_VERSION,
-            "0190f6a2-7c4a-7bbb-9d1e-000000000001",
-            r.next_seq,
-            r.head,
-            1,
-            "runtime",
-            "steer_received",
-            {"source": "user", "text": "y" * rng.randrange(0, 200)},
+            v=FORMAT_VERSION,
+            run="0190f6a2-7c4a-7bbb-9d1e-000000000001",
+            seq=r.next_seq,
+            prev=r.head,
+            t=1,
+            who="runtime",
+            kind="steer_received",
+            data={"source": "user", "text": "y" * rng.randrange(0, 200)},
         )
     raw = encode_line(env)
     return raw[: rng.randrange(1, len(raw) + 1)]  # may be the whole line without its newline

@@ -1,4 +1,4 @@
-"""Hand-damaged index files (issue 2 storage review): a run list that lost a seq or a row, an
+"""Hand-damaged index files: a run list that lost a seq or a row, an
 index path blocked by a directory or a file, random bytes over the SQLite file. Readers must
 still answer exactly the ledger's lines (rebuilding the index); a writer that cannot open the
 index refuses with a clear error and writes nothing.
@@ -17,7 +17,7 @@ import pytest
 from test_store_index_blocks import RUN_IDS, build, by_scan, index_db
 
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.store.index import INDEX_FILE
+from runfold.store.index_file import INDEX_FILE
 from runfold.store.layout import Layout
 from runfold.store.ledger import Ledger
 

@@ -1,4 +1,4 @@
-"""The block-row index (DESIGN.md §3 "Index"; issue 2 benchmark goal (a)): one SQLite row per
+"""The block-row index (DESIGN.md §3 "Index"): one SQLite row per
 block of seqs and one per run per run flush, checked against a plain in-memory model.
 
 A hypothesis property drives a file-backed `LedgerIndex` with random adds, flushes, closes,
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from runfold.core.canonical import chain_hash
 from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH
 from runfold.core.records import Draft
-from runfold.store.index import INDEX_FILE, INDEX_FORMAT, Entry, LedgerIndex
+from runfold.store.index_file import INDEX_FILE, INDEX_FORMAT, Entry, LedgerIndex
 from runfold.store.layout import Layout
 from runfold.store.ledger import Ledger
 
@@ -287,7 +287,7 @@ def test_a_damaged_block_is_caught_and_the_index_rebuilt(tmp_path: Path, part: s
     with Ledger.open(tmp_path, writer=False) as r:  # the same through one run's lines
         assert [x.raw for x in r.run_records(good.run)] == expected[good.run]
     with Ledger.open(tmp_path, writer=False) as r:  # the rebuilt index was saved, and is right
-        e = r._idx().entry(seq)
+        e = r._index.entry(seq)
         assert e is not None and e.hash == good.hash
 
 

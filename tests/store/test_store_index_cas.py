@@ -12,7 +12,7 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.locator import CasLocator, parse_locator
 from runfold.core.records import Draft
 from runfold.store.cas import Cas
-from runfold.store.index import FLUSH_ROWS
+from runfold.store.index_file import FLUSH_ROWS
 from runfold.store.layout import Layout
 from runfold.store.ledger import Ledger
 

@@ -1,4 +1,4 @@
-"""Property tests of the line format and verification (DESIGN.md §3; issue 2 "Must show").
+"""Property tests of the line format and verification (DESIGN.md §3).
 
 Canonical bytes round-trip for arbitrary payloads, every float is refused naming its path, and
 one flipped byte anywhere in a ledger stops verification at that line.
@@ -76,7 +76,18 @@ def depth_of(value: Any) -> int:
 def test_canonical_bytes_round_trip(
     data: dict[str, Any], run: str, kind: str, seq: int, t: int, who: str, addr: str | None, ig: bool
 ) -> None:
-    env = Envelope(FORMAT_VERSION, run, seq, ZERO_HASH, t, who, kind, data, addr, ig)
+    env = Envelope(
+        v=FORMAT_VERSION,
+        run=run,
+        seq=seq,
+        prev=ZERO_HASH,
+        t=t,
+        who=who,
+        kind=kind,
+        data=data,
+        addr=addr,
+        ig=ig,
+    )
     raw = encode_line(env)
     assert b"\n" not in raw
     parsed = parse_envelope(raw)
@@ -96,14 +107,32 @@ def test_canonical_bytes_round_trip(
 def test_nesting_up_to_the_cap_round_trips(depth: int) -> None:
     data = nested(depth)
     assert depth_of(data) == depth
-    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "tool_result", data)
+    env = Envelope(
+        v=FORMAT_VERSION,
+        run=WORKSPACE_RUN,
+        seq=0,
+        prev=ZERO_HASH,
+        t=0,
+        who="runtime",
+        kind="tool_result",
+        data=data,
+    )
     raw = encode_line(env)
     assert LineChecker().check(raw, 1)[0] == env
 
 
 def test_nesting_past_the_cap_is_refused() -> None:
     data = nested(MAX_DEPTH + 1)
-    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "tool_result", data)
+    env = Envelope(
+        v=FORMAT_VERSION,
+        run=WORKSPACE_RUN,
+        seq=0,
+        prev=ZERO_HASH,
+        t=0,
+        who="runtime",
+        kind="tool_result",
+        data=data,
+    )
     with pytest.raises(RunfoldError) as err:
         encode_line(env)
     assert err.value.code is ErrorCode.INVALID_ARGS
@@ -144,7 +173,16 @@ def with_float(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
 @given(planted=with_float())
 def test_every_float_is_refused_naming_its_path(planted: tuple[dict[str, Any], str]) -> None:
     data, path = planted
-    env = Envelope(FORMAT_VERSION, WORKSPACE_RUN, 0, ZERO_HASH, 0, "runtime", "tool_result", data)
+    env = Envelope(
+        v=FORMAT_VERSION,
+        run=WORKSPACE_RUN,
+        seq=0,
+        prev=ZERO_HASH,
+        t=0,
+        who="runtime",
+        kind="tool_result",
+        data=data,
+    )
     with pytest.raises(RunfoldError) as err:
         encode_line(env)
     assert err.value.code is ErrorCode.INVALID_ARGS and err.value.subject == path
@@ -160,14 +198,14 @@ def _ledger(n: int) -> list[bytes]:
     head = ZERO_HASH
     for seq in range(n):
         env = Envelope(
-            FORMAT_VERSION,
-            "0190f6a2-7c4a-7bbb-9d1e-00000000000a",
-            seq,
-            head,
-            1_700_000_000_000 + seq,
-            "lab/room1",
-            "tool_result" if seq % 2 else "steer_received",
-            {"n": seq, "text": f"line {seq} ünïcode 😀", "nested": {"b": [1, 2], "a": None}},
+            v=FORMAT_VERSION,
+            run="0190f6a2-7c4a-7bbb-9d1e-00000000000a",
+            seq=seq,
+            prev=head,
+            t=1_700_000_000_000 + seq,
+            who="lab/room1",
+            kind="tool_result" if seq % 2 else "steer_received",
+            data={"n": seq, "text": f"line {seq} ünïcode 😀", "nested": {"b": [1, 2], "a": None}},
             addr="lab/room1" if seq % 3 == 0 else None,
         )
         raw = encode_line(env)

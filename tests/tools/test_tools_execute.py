@@ -189,7 +189,18 @@ def test_every_failure_is_a_terminal_answer(ctx: ToolContext) -> None:
     assert errors[5] is not None and errors[5]["nearby"] == ["never"]
     assert errors[6] is not None and errors[6]["subject"] == "argument `n`"
     for o in out:  # each becomes a valid, float-free tool_result line
-        encode_line(Envelope(2, "r", 0, "0" * 64, 0, "runtime", "tool_result", o.to_payload().to_data()))
+        encode_line(
+            Envelope(
+                v=2,
+                run="r",
+                seq=0,
+                prev="0" * 64,
+                t=0,
+                who="runtime",
+                kind="tool_result",
+                data=o.to_payload().to_data(),
+            )
+        )
 
 
 def test_cancelling_a_wave_answers_every_call(ctx: ToolContext) -> None:
@@ -347,7 +358,16 @@ def test_cache_seeded_from_ledger_records_answers_a_re_executed_wave(ctx: ToolCo
     ):
         kind = "tool_called" if outcome is None else "tool_result"
         data = (tool_called_payload(call, reg) if outcome is None else outcome.to_payload()).to_data()
-        env = Envelope(2, "0190a0b0-0000-7000-8000-000000000001", seq, prev, 0, "runtime", kind, data)
+        env = Envelope(
+            v=2,
+            run="0190a0b0-0000-7000-8000-000000000001",
+            seq=seq,
+            prev=prev,
+            t=0,
+            who="runtime",
+            kind=kind,
+            data=data,
+        )
         raw = encode_line(env)
         records.append(Record(env, raw, chain_hash(raw)))
         prev = chain_hash(raw)

@@ -1,33 +1,21 @@
-"""Canonical bytes of a ledger line and the chain hash (DESIGN.md §3).
+"""Canonical bytes of a ledger line and the chain hash (DESIGN.md §3): the one encoder.
 
-This module is the only producer of line bytes: the writer, the verifier and every test call
-`encode_line`. Payload values are checked here (no floats, integers within i64/u64, nesting at
-most 126) so that nothing non-canonical can ever be constructed.
+msgspec's encoder writes every byte (compact JSON, raw UTF-8, the escapes, data keys sorted by
+code point, envelope fields in wire order); this module declares the envelope once and owns the
+rules msgspec does not enforce (no floats, integers within i64/u64, nesting at most 126, string
+keys, JSON types only). It does no I/O, so the file writer, the verifier and any other backend
+produce and check the same bytes with it.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import blake3
 import msgspec
-import orjson
 
 from runfold.core.errors import invalid_args
-
-try:
-    from runfold.core import _staging
-except ImportError:  # built without a C compiler: the pure-Python path below does everything
-    _staging = None  # type: ignore[assignment]
-
-native = _staging
-"""The C staging core module, or None when it was not built (the store's writer uses its
-`stage_lines` from here, so the optional import happens once)."""
-
-NATIVE: bool = native is not None
-"""Whether the C staging core (`runfold.core._staging`) is used: `encode_datas` and
-`Ledger.stage` call it when True, their Python code when False. False when the extension was not
-built; tests set it False to run the Python reference path (the two must agree byte for byte)."""
 
 FORMAT_VERSION = 2
 """The format version this build writes; versions 1..FORMAT_VERSION are readable."""
@@ -96,7 +84,7 @@ def check_json(value: Json, path: str = "data", depth: int = 1) -> None:
 
 
 class FloatSeen(Exception):
-    """Raised by `decode_float_free` at the first float literal."""
+    """Raised by `decode_float_free` and `decode_line` at the first float literal."""
 
 
 def _refuse_float(literal: str) -> Any:
@@ -107,50 +95,15 @@ decode_float_free = msgspec.json.Decoder(float_hook=_refuse_float).decode
 """Parse JSON bytes, raising FloatSeen at the first float literal (msgspec, C speed)."""
 
 
-def _encode_data_fast(data: Json) -> bytes | None:
-    """`data`'s canonical bytes when proven with C calls that `check_json` would accept it:
-    orjson encodes it (no non-str key, no integer beyond 64 bits, no lone surrogate), re-parsing
-    meets no float literal, and its opening brackets bound its depth (more than MAX_DEPTH of
-    them, each with its closing bracket, need more than 2 * MAX_DEPTH bytes), and re-encoding the
-    parsed bytes gives them back (an `orjson.Fragment` in `data` would splice in raw bytes). None:
-    run `check_json` (also whenever the bytes hold `null`: orjson writes a NaN or infinite float
-    as `null`).
-    (orjson also encodes datetimes, UUIDs and dataclasses, as strings and objects; such values
-    then land in the ledger in that JSON form.)"""
-    try:
-        encoded = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-        if b"null" in encoded or (
-            len(encoded) > 2 * MAX_DEPTH and encoded.count(b"{") + encoded.count(b"[") > MAX_DEPTH
-        ):
-            return None
-        if orjson.dumps(decode_float_free(encoded), option=orjson.OPT_SORT_KEYS) != encoded:
-            return None  # an orjson.Fragment spliced in bytes orjson would not write
-    except (orjson.JSONEncodeError, TypeError, FloatSeen, msgspec.DecodeError):
-        return None
-    return encoded
+class Envelope(
+    msgspec.Struct, kw_only=True, frozen=True, gc=False, omit_defaults=True, forbid_unknown_fields=True
+):
+    """One ledger line's fields, declared in the wire order of DESIGN.md §3.
 
-
-def check_data(data: Json) -> None:
-    """`check_json(data)` with a C-speed proof first; the path-naming walk runs only when the
-    proof fails (same refusals, same errors)."""
-    if _encode_data_fast(data) is None:
-        check_json(data)
-
-
-def encode_json(value: Json) -> bytes:
-    """Compact JSON with object keys sorted by code point, raw UTF-8 strings (DESIGN.md §3).
-
-    Does not check the value: call `check_json` first (or use `encode_line`).
-    """
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-
-
-class Envelope(NamedTuple):
-    """One ledger line's fields, in the wire order of DESIGN.md §3.
-
-    `data` is the payload as a JSON object; `addr` None and `ig` False are omitted on the wire.
-    An immutable NamedTuple: the verifier builds one per line, and a tuple is built ~10x faster
-    than a frozen dataclass.
+    `data` is the payload as a JSON object; `addr` None and `ig` False are omitted on the wire
+    (`omit_defaults`). The same declaration is what `encode_line` writes and what `decode_line`
+    reads, so a line's canonical bytes are `encode_json(envelope)`. Immutable; build it with
+    keywords (`Envelope(v=2, run=..., ...)`), change one with `msgspec.structs.replace`.
     """
 
     v: int
@@ -159,145 +112,134 @@ class Envelope(NamedTuple):
     prev: str
     t: int
     who: str
+    addr: str | None = None
     kind: str
     data: dict[str, Json]
-    addr: str | None = None
     ig: bool = False
 
 
-def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
-    """The canonical bytes of a line, without the trailing newline.
+_encoder = msgspec.json.Encoder(order="deterministic")
+encode_json = _encode = _encoder.encode
+"""`encode_json(value) -> bytes`: compact JSON with object keys sorted by code point, raw UTF-8
+strings and the escapes of DESIGN.md §3 (msgspec's encoder with `order="deterministic"`; struct
+fields, such as an `Envelope`'s, keep their declared order): the one canonical encoder.
 
-    Raises `E_INVALID_ARGS` (from `check_json`) when `data` holds a float, an out-of-range
-    integer or is nested too deeply; `checked=True` skips that walk for data already checked.
-    """
-    data: bytes | None = None
-    if not checked:
-        if not isinstance(env.data, dict):
-            raise invalid_args("encode payload", "data", "a line's data must be a JSON object")
-        data = _encode_data_fast(env.data)
-        if data is None:
-            check_json(env.data)  # raises naming the field path
+Does not check the value: call `check_json` first (or use `encode_line`). Raises TypeError for
+a non-str key or a type msgspec cannot encode, UnicodeEncodeError for a lone surrogate."""
+encode_into = _encoder.encode_into
+"""`encode_into(value, buffer)`: `encode_json(value)` written into a bytearray (reused by scans)."""
+decode_line = msgspec.json.Decoder(Envelope, float_hook=_refuse_float).decode
+"""Parse a line's bytes into its Envelope: exact field types, no unknown field, FloatSeen at
+the first float literal, msgspec.DecodeError for anything else (the checkers' fast path)."""
+pack_ints = _pack = msgspec.msgpack.Encoder().encode
+"""`pack_ints(value)`: MessagePack bytes of a JSON value, raising OverflowError for an integer
+outside i64/u64 (what `fits_64` asks, for loops that cannot pay its call)."""
+OPEN_MAX = _OPEN_MAX = MAX_DEPTH + 1
+"""Most opening brackets a line may hold and nest within the limit (`data` itself is depth 1)."""
+SHORT_LINE = _SHORT_LINE = 2 * (_OPEN_MAX + 1) + 100
+"""A line whose `data` nests deeper than MAX_DEPTH holds at least 2 * (_OPEN_MAX + 1) bracket
+bytes of structure (each opener of the envelope and of data has its closer), at least 101
+other bytes (`"v":1,"run":"<36-char UUID>","seq":0,"prev":"","t":0,"who":"","kind":"","data":`)
+and its `prev` string: so a line shorter than this plus `len(prev)` cannot nest too deep."""
+
+
+def fits_64(value: Json) -> bool:
+    """True when every integer in `value` lies within i64/u64 (`-2**63..2**64-1`), checked in
+    one C call (msgspec's MessagePack encoder refuses exactly the integers outside that range).
+    `value` must hold only JSON types."""
     try:
-        if data is None:
-            data = encode_json(env.data)
-    except orjson.JSONEncodeError:
-        if not checked:
-            check_json(env.data)  # a lone surrogate: raise the path-naming error
-        raise
-    return splice_line(env, data)
+        _pack(value)
+    except (OverflowError, TypeError):  # TypeError: a value of another type (not proven either)
+        return False
+    return True
 
 
-def splice_line(env: Envelope, data: bytes) -> bytes:
-    """The canonical bytes of a line whose `data` is already encoded: `data` must be
-    `encode_json(env.data)` of checked data (as `encode_line` or `encode_datas` give it).
-
-    Fields in wire order, each spelled as orjson spells it, the data's bytes spliced in as they
-    are. The pieces that repeat from line to line (`{"v":..,"run":..,"seq":` per run, and
-    `who`/`addr`/`kind`/`ig` around `data`) are encoded once and kept (`_SPLICE_CACHE_MAX`
-    entries), so a line costs one format call; the property tests hold it equal to a field-by-
-    field encoder. Raises orjson.JSONEncodeError for a field orjson cannot encode.
-    """
-    v, run, seq, prev, t, who, kind, _, addr, ig = env
-    if type(v) is not int or type(seq) is not int or type(t) is not int:
-        return _splice_dict(env, data)
-    start = _line_starts.get((v, run))
-    if start is None:
-        if len(_line_starts) >= _SPLICE_CACHE_MAX:
-            _line_starts.clear()
-        start = _line_starts[(v, run)] = b'{"v":%d,"run":%b,"seq":' % (v, orjson.dumps(run))
-    around = _data_surroundings.get((who, addr, kind, ig))
-    if around is None:
-        if len(_data_surroundings) >= _SPLICE_CACHE_MAX:
-            _data_surroundings.clear()
-        addr_field = b"" if addr is None else b',"addr":' + orjson.dumps(addr)
-        around = _data_surroundings[(who, addr, kind, ig)] = (
-            b',"who":%b%b,"kind":%b,"data":' % (orjson.dumps(who), addr_field, orjson.dumps(kind)),
-            b',"ig":true}' if ig else b"}",
-        )
-    return b'%b%d,"prev":%b,"t":%d%b%b%b' % (start, seq, orjson.dumps(prev), t, around[0], data, around[1])
+def nests_within(raw: bytes, prev_len: int = 0) -> bool:
+    """True when the line `raw` (whose `prev` is `prev_len` characters) cannot nest its `data`
+    deeper than MAX_DEPTH: it is too short to, or holds at most MAX_DEPTH + 1 opening brackets
+    (strings may hold brackets too: a False only costs the path-naming check)."""
+    return len(raw) < _SHORT_LINE + prev_len or raw.count(b"{") + raw.count(b"[") <= _OPEN_MAX
 
 
-_SPLICE_CACHE_MAX = 4096
-_line_starts: dict[tuple[int, str], bytes] = {}
-_data_surroundings: dict[tuple[str, str | None, str, bool], tuple[bytes, bytes]] = {}
-
-
-def _splice_dict(env: Envelope, data: bytes) -> bytes:
-    """`splice_line` for an envelope whose numbers are not plain ints (a bool, say, from a
-    damaged line the exact checker re-encodes): one orjson call over the fields in wire order."""
-    line: dict[str, Any] = {
-        "v": env.v,
-        "run": env.run,
-        "seq": env.seq,
-        "prev": env.prev,
-        "t": env.t,
-        "who": env.who,
-    }
-    if env.addr is not None:
-        line["addr"] = env.addr
-    line["kind"] = env.kind
-    line["data"] = _Fragment(data)
-    if env.ig:
-        line["ig"] = True
-    return orjson.dumps(line)
-
-
-_SEPARATOR = orjson.Fragment(b"0\n")
-"""Between payloads in `encode_datas`'s one array: the number 0 and a raw newline, which no
-encoded value contains (orjson escapes control characters in strings and adds no whitespace), so
-splitting on `,0\n,` gives back each payload's bytes exactly, and the array stays valid JSON."""
-_SPLIT = b",0\n,"
-
-
-def encode_datas(datas: list[dict[str, Json]]) -> list[bytes] | None:
-    """The canonical bytes of each payload (`encode_json(d)` for each d) from one orjson call and
-    one float check for the whole batch, or None when that proof fails for any of them (a
-    float, `null` anywhere, an integer beyond 64 bits, a lone surrogate, a non-str key, deep
-    nesting): then encode each with `encode_line`, which names the bad field.
-
-    The same proof as `_encode_data_fast`, made once per batch instead of once per payload: the
-    writer's staging cost per line (DESIGN.md §3 group commit; issue 2 benchmark (a)). With
-    `NATIVE`, the C twin `_staging.encode_payloads` answers first: the same bytes (it also takes
-    `None` values, which the orjson proof cannot tell from a NaN); only when it answers None
-    (anything outside its exact-type subset) does the orjson proof run.
-    """
-    if not datas:
-        return []
-    if NATIVE:
-        parts = native.encode_payloads(datas)
-        if parts is not None:
-            return parts
-    items: list[Any] = []
-    add = items.append
-    for data in datas:
-        add(data)
-        add(_SEPARATOR)
+def check_data(data: Json) -> None:
+    """`check_json(data)` with a C-speed proof first; the path-naming walk runs only when the
+    proof fails (same refusals, same errors). The proof: msgspec's bytes of `data` parse back
+    with no float literal to a value equal to `data` (so it held only JSON types with string
+    keys: a datetime, bytes, a set, a tuple, an enum, a NaN or a struct comes back different),
+    its integers fit 64 bits (`pack_ints`), and its brackets bound its depth."""
     try:
-        blob = orjson.dumps(items, option=orjson.OPT_SORT_KEYS)
-        if b"null" in blob:
-            return None
-        # re-encoding the parsed batch gives the blob back (the separators' newlines aside) only
-        # when every byte is orjson's own: an orjson.Fragment inside a payload splices raw bytes
-        # (spaces, newlines, unsorted or duplicate keys, `\u` escapes, `-0`) that check_json refuses
-        flat = blob.replace(b"\n", b"")
+        encoded = _encode(data)
         if (
-            len(blob) - len(flat) != len(datas)
-            or orjson.dumps(decode_float_free(blob), option=orjson.OPT_SORT_KEYS) != flat
+            decode_float_free(encoded) == data
+            and (len(encoded) <= 2 * MAX_DEPTH or encoded.count(b"{") + encoded.count(b"[") <= MAX_DEPTH)
+            and _pack(data)
         ):
-            return None
-    except (orjson.JSONEncodeError, TypeError, FloatSeen, msgspec.DecodeError):
-        return None
-    parts = blob[1:-4].split(_SPLIT)
-    if len(parts) != len(datas):
-        return None
-    for part in parts:  # a payload nesting deeper than MAX_DEPTH is longer than 2 * MAX_DEPTH
-        if len(part) > 2 * MAX_DEPTH and part.count(b"{") + part.count(b"[") > MAX_DEPTH:
-            return None
-    return parts
+            return
+    except (TypeError, ValueError, RecursionError, OverflowError, FloatSeen, msgspec.DecodeError):
+        pass  # ValueError: UnicodeEncodeError; OverflowError: an integer beyond 64 bits
+    check_json(data)
 
 
-_Fragment = orjson.Fragment
+def encode_line(env: Envelope, *, checked: bool = False) -> bytes:
+    """The canonical bytes of a line, without the trailing newline (DESIGN.md §3).
+
+    Raises `E_INVALID_ARGS` (from `check_json`, naming the field path) when `data` is not an
+    object or holds a float, an out-of-range integer, a non-str key, a non-JSON value or nests
+    too deeply; `checked=True` skips those checks for data already checked.
+    """
+    if checked:
+        return _encode(env)
+    data = env.data
+    if not isinstance(data, dict):
+        raise invalid_args("encode payload", "data", "a line's data must be a JSON object")
+    try:
+        raw = _encode(env)
+    except (TypeError, ValueError, RecursionError):  # ValueError: UnicodeEncodeError
+        check_json(data)  # raises naming the field path
+        for name in ("run", "prev", "who", "addr", "kind"):  # a lone surrogate in the envelope
+            check_json(getattr(env, name), name)
+        # what check_json accepts and msgspec does not encode: subclasses of int, str, dict, list
+        return _encode(Envelope(**{name: _plain(getattr(env, name)) for name in env.__struct_fields__}))
+    if not lines_proven([data], [raw], len(env.prev)):
+        check_json(data)  # raises naming the field path, or the data was canonical after all
+    return raw
+
+
+def _plain(value: Json) -> Json:
+    """`value` (which `check_json` accepts) rebuilt from exact JSON types, equal to it."""
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    return [_plain(item) for item in value]
+
+
+def lines_proven(datas: list[dict[str, Json]], raws: Sequence[bytes], prev_len: int = 64) -> bool:
+    """True when each line `raws[i]` (= `encode_line(env, checked=True)` of an envelope whose
+    `data` is `datas[i]` and whose `prev` is `prev_len` characters) is proven to carry a payload
+    `encode_line` accepts, for a whole batch in a few C calls: every payload is a dict, all of
+    them encoded at once parse back (no float literal) equal to themselves, every integer fits
+    i64/u64, and no line nests its data deeper than MAX_DEPTH. False: check each with
+    `encode_line`, which names the bad field. The envelope's own fields are the caller's to
+    check (the writer's draft checks). The writer's staging path (DESIGN.md §3 group commit).
+    """
+    if datas and set(map(type, datas)) != {dict}:
+        return False
+    try:
+        if decode_float_free(_encode(datas)) != datas:
+            return False
+        _pack(datas)
+    except (FloatSeen, msgspec.DecodeError, TypeError, ValueError, OverflowError):
+        return False
+    short = _SHORT_LINE + prev_len
+    for raw in raws:  # `nests_within`, inlined: it runs once per line
+        if len(raw) >= short and raw.count(b"{") + raw.count(b"[") > _OPEN_MAX:
+            return False
+    return True
 
 
 def chain_hash(raw_line: bytes) -> str:

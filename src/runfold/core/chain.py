@@ -19,12 +19,19 @@ import orjson
 from runfold.core.canonical import (
     FORMAT_VERSION,
     I64_MIN,
-    MAX_DEPTH,
+    OPEN_MAX,
+    SHORT_LINE,
     U64_MAX,
     Envelope,
     FloatSeen,
-    check_json,
+    check_data,
+    decode_line,
+    encode_into,
+    encode_json,
     encode_line,
+    fits_64,
+    nests_within,
+    pack_ints,
 )
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.ids import ZERO_HASH, is_run_id
@@ -114,15 +121,10 @@ def parse_envelope(raw: bytes) -> Envelope | None:
 
 
 def _envelope_of(obj: Any) -> Envelope | None:
-    """The Envelope of a parsed line, or None when a field is missing or of the wrong type."""
+    """The Envelope of a parsed line, or None when a field is missing or of the wrong type
+    (unknown keys are left for the canonical comparison to refuse)."""
     if type(obj) is not dict:
         return None
-    # Fast path: the keys are exactly a canonical envelope's, in wire order, without addr.
-    shape = _PLAIN_SHAPES.get(tuple(obj))
-    if shape is not None:
-        values = tuple(obj.values())
-        if tuple(map(type, values)) == shape and (len(values) == 8 or values[8] is True):
-            return _new_envelope(Envelope, values[:8] + _NO_ADDR[len(values) - 8])
     try:
         v, run, seq, prev = obj["v"], obj["run"], obj["seq"], obj["prev"]
         t, who, kind, data = obj["t"], obj["who"], obj["kind"], obj["data"]
@@ -143,54 +145,11 @@ def _envelope_of(obj: Any) -> Envelope | None:
     ig = obj.get("ig", False)
     if (addr is not None and type(addr) is not str) or type(ig) is not bool:
         return None
-    return _new_envelope(Envelope, (v, run, seq, prev, t, who, kind, data, addr, ig))
+    return Envelope(v=v, run=run, seq=seq, prev=prev, t=t, who=who, addr=addr, kind=kind, data=data, ig=ig)
 
 
 _FIELD_TYPES = (int, str, int, str, int, str, str, dict)
-_PLAIN_SHAPES: dict[tuple[str, ...], tuple[type, ...]] = {
-    ("v", "run", "seq", "prev", "t", "who", "kind", "data"): _FIELD_TYPES,
-    ("v", "run", "seq", "prev", "t", "who", "kind", "data", "ig"): (*_FIELD_TYPES, bool),
-}
-_NO_ADDR: tuple[tuple[None, bool], ...] = ((None, False), (None, True))
-"""The (addr, ig) ending an envelope read by the fast path: without ig, with `"ig":true`."""
-_new_envelope = tuple.__new__
 _blake3 = blake3.blake3
-
-
-_KEY_ORDER: dict[tuple[bool, bool], tuple[str, ...]] = {
-    (has_addr, ig): (
-        ("v", "run", "seq", "prev", "t", "who")
-        + (("addr",) if has_addr else ())
-        + ("kind", "data")
-        + (("ig",) if ig else ())
-    )
-    for has_addr in (False, True)
-    for ig in (False, True)
-}
-"""The envelope keys of a canonical line, by (addr present, ig true)."""
-
-
-def _needs_full_check(value: Any, depth: int) -> bool:
-    """True when parsed `data` may not be canonical in a way `orjson.dumps` would not show: a
-    float, nesting near MAX_DEPTH, or object keys out of code-point order. One pass over the
-    values; False lets the checker skip the path-naming `check_json` walk and `encode_line`."""
-    if depth >= MAX_DEPTH:
-        return True
-    if type(value) is dict:
-        if len(value) > 1:
-            keys = list(value)
-            if keys != sorted(keys):
-                return True
-        items: Any = value.values()
-    else:
-        items = value
-    for item in items:
-        t = type(item)
-        if t is float:
-            return True
-        if (t is dict or t is list) and _needs_full_check(item, depth + 1):
-            return True
-    return False
 
 
 class LineChecker:
@@ -226,15 +185,15 @@ class LineChecker:
         `ig:true`, which stays in the chain but must be skipped by folds). Raises LineRefused.
 
         Fast path (C calls only), else the exact path (`_check_exact`), which names the fault.
-        Why the fast path accepts only lines the exact path accepts: msgspec decodes into
-        `_Wire` (exact field types, no unknown field, float literals refused by the hook);
-        re-encoding it (wire field order, `addr`/`ig` omitted at their defaults, data keys
-        sorted, same escaping as orjson) equal to `raw` proves `raw == encode_line(env)`;
-        `_plain_numbers` bounds integers to i64/u64 and nesting to MAX_DEPTH; prev, seq,
-        version, kind and a run id already seen well-formed are compared directly.
+        Why the fast path accepts only lines the exact path accepts: `decode_line` parses into
+        the one `Envelope` declaration (exact field types, no unknown field, float literals
+        refused); re-encoding it with the one encoder (`encode_json`) equal to `raw` proves
+        `raw == encode_line(env)`; `fits_64` and `nests_within` bound integers to i64/u64 and
+        nesting to MAX_DEPTH; prev, seq, version, kind and a run id already seen well-formed are
+        compared directly.
         """
         try:
-            w = _decode_wire(raw)
+            w = decode_line(raw)
         except (FloatSeen, msgspec.DecodeError):
             w = None
         if (
@@ -244,17 +203,17 @@ class LineChecker:
             and w.kind in self.known_kinds
             and w.run in self.run_ids
             and 1 <= w.v <= FORMAT_VERSION
-            and _encode_wire(w) == raw
-            and _plain_numbers(w, raw)
+            and encode_json(w) == raw
+            and I64_MIN <= w.t <= U64_MAX
+            and fits_64(w.data)
+            and nests_within(raw, len(w.prev))
         ):
             self.expected_seq += 1
             h = self._hasher
             h.update(raw)
             self.head = h.digest().hex()
             h.reset()
-            return _new_envelope(
-                Envelope, (w.v, w.run, w.seq, w.prev, w.t, w.who, w.kind, w.data, w.addr, w.ig)
-            ), True
+            return w, True
         return self._check_exact(raw, line_no)
 
     def check_fast(self, lines: Sequence[bytes], start: int, versions: set[int]) -> int:
@@ -263,22 +222,22 @@ class LineChecker:
         known kinds, of format version `FORMAT_VERSION` or less). The caller hands the next
         line, if any, to `check`, which accepts it or names its fault. Adds each accepted
         line's format version to `versions`. Accepts exactly the
-        lines `check` accepts by its fast path, with the same head afterwards; builds no
+        lines `check` accepts by its fast path, with the same head afterwards; returns no
         envelope (for scans that only verify, DESIGN.md §3 "Verification of a line")."""
         head = self.head
         seq = self.expected_seq
         known = self.known_kinds
         runs = self.run_ids
-        decode = _decode_wire
-        encode_into = _wire_encoder.encode_into
+        decode = decode_line
+        encode = encode_into
         canonical = bytearray()
         hasher = self._hasher
         update = hasher.update
         digest = hasher.digest
         reset = hasher.reset
-        pack = _pack
-        long_line = _SHORT_LINE + len(ZERO_HASH)  # every accepted prev is 64 hex digits long
-        max_open = _MAX_OPEN
+        pack = pack_ints  # `fits_64` and `nests_within`, inlined: they run once per line
+        long_line = SHORT_LINE + len(ZERO_HASH)  # every accepted prev is 64 hex digits long
+        max_open = OPEN_MAX
         t_min = I64_MIN
         t_max = U64_MAX
         version = FORMAT_VERSION
@@ -290,7 +249,7 @@ class LineChecker:
                 break
             if not (w.prev == head and w.seq == seq and w.kind in known and w.run in runs):
                 break
-            encode_into(w, canonical)
+            encode(w, canonical)
             if canonical != raw:
                 break
             v = w.v
@@ -317,7 +276,8 @@ class LineChecker:
         return accepted
 
     def _check_exact(self, raw: bytes, line_no: int) -> tuple[Envelope, bool]:
-        """The path that names the fault: every check in DESIGN.md order, on orjson's parse."""
+        """The path that names the fault: every check in DESIGN.md order, on orjson's parse
+        (which reads floats, unknown keys and big integers, so each is named)."""
         try:
             obj: Any = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -370,23 +330,12 @@ class LineChecker:
                 self.where,
             )
         try:
-            fast = not _needs_full_check(env.data, 1)
-            if not fast:
-                check_json(env.data)
-            # With data floats-free and sorted, orjson re-serializing the parsed object to exactly
-            # `raw` with the envelope keys in wire order means `raw == encode_line(env)`.
-            if not (
-                fast and tuple(obj) == _KEY_ORDER[(env.addr is not None, env.ig)] and orjson.dumps(obj) == raw
-            ):
-                canonical = encode_line(env, checked=True)
-                if canonical != raw:
-                    raise refuse(
-                        Fault.NOT_CANONICAL, line_no, env.seq, _first_difference(raw, canonical), self.where
-                    )
-        except (RunfoldError, TypeError, orjson.JSONEncodeError) as exc:
-            if isinstance(exc, LineRefused):
-                raise
+            check_data(env.data)
+            canonical = encode_line(env, checked=True)
+        except (RunfoldError, TypeError, ValueError) as exc:
             raise refuse(Fault.NOT_CANONICAL, line_no, env.seq, str(exc), self.where) from None
+        if canonical != raw:
+            raise refuse(Fault.NOT_CANONICAL, line_no, env.seq, _first_difference(raw, canonical), self.where)
         known = env.kind in self.known_kinds
         if not known and not env.ig:
             raise refuse(
@@ -399,55 +348,6 @@ class LineChecker:
         self.expected_seq += 1
         self.head = _blake3(raw).digest().hex()  # = chain_hash(raw), inlined: it runs once per line
         return env, known
-
-
-class _Wire(msgspec.Struct, kw_only=True, gc=False, forbid_unknown_fields=True, omit_defaults=True):
-    """A canonical line as msgspec decodes it: fields in wire order (DESIGN.md §3), `addr`
-    None and `ig` False omitted when encoded, so `_encode_wire(_decode_wire(raw)) == raw`
-    only when `raw` is spelled as `encode_line` spells it (see `LineChecker.check`)."""
-
-    v: int
-    run: str
-    seq: int
-    prev: str
-    t: int
-    who: str
-    addr: str | None = None
-    kind: str
-    data: dict[str, Any]
-    ig: bool = False
-
-
-def _refuse_float(literal: str) -> Any:
-    raise FloatSeen(literal)
-
-
-_decode_wire = msgspec.json.Decoder(_Wire, float_hook=_refuse_float).decode
-_wire_encoder = msgspec.json.Encoder(order="deterministic")
-_encode_wire = _wire_encoder.encode
-_pack = msgspec.msgpack.Encoder().encode
-"""MessagePack encoding of decoded data: raises OverflowError for any integer outside
--2**63..2**64-1, exactly the i64/u64 range `check_json` allows."""
-_MAX_OPEN = MAX_DEPTH + 1
-"""Most opening brackets a line may hold for the fast path (`data` itself is depth 1)."""
-_SHORT_LINE = 2 * (_MAX_OPEN + 1) + 100
-"""A line whose `data` nests deeper than MAX_DEPTH holds at least 2 * (_MAX_OPEN + 1) bracket
-bytes of structure (each opener of the envelope and of data has its closer), at least 101
-other bytes (`"v":1,"run":"<36-char UUID>","seq":0,"prev":"","t":0,"who":"","kind":"","data":`)
-and its `prev` string: so a line shorter than this plus `len(prev)` cannot nest too deep."""
-
-
-def _plain_numbers(w: _Wire, raw: bytes) -> bool:
-    """True when the decoded line holds no integer outside i64/u64 and its `data` nests at
-    most MAX_DEPTH deep (bounded by counting opening brackets, which strings may also hold:
-    that only costs the exact path, never an acceptance)."""
-    try:
-        _pack(w.data)
-    except OverflowError:
-        return False
-    if not I64_MIN <= w.t <= U64_MAX:
-        return False
-    return len(raw) < _SHORT_LINE + len(w.prev) or raw.count(b"{") + raw.count(b"[") <= _MAX_OPEN
 
 
 def _first_difference(raw: bytes, canonical: bytes) -> str:

@@ -19,8 +19,8 @@ P = TypeVar("P", bound=Payload)
 class Record(NamedTuple):
     """A verified line: its envelope, its exact bytes (no newline), and its chain hash.
 
-    An immutable NamedTuple, like `Envelope`: readers and the writer build one per line, and a
-    tuple is built several times faster than a frozen dataclass.
+    An immutable NamedTuple: readers and the writer build one per line, and a tuple is built
+    several times faster than a frozen dataclass.
     """
 
     env: Envelope

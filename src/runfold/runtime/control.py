@@ -34,6 +34,7 @@ from runfold.store.control import (
     new_signal_id,
 )
 from runfold.store.ledger import RUNTIME, Ledger, now_ms
+from runfold.store.view import LedgerView
 
 POLL_S: Final = 0.1
 """How often the hub looks at the inbox, in seconds."""
@@ -503,7 +504,7 @@ def _no_owner(run: str, state: RunState, what: str) -> RunfoldError:
 
 def send_request(
     ws: Path,
-    reader: Ledger,
+    reader: LedgerView,
     run: str,
     type: SignalType,
     *,

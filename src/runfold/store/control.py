@@ -1,4 +1,4 @@
-"""The control inbox on disk: steer and cancel requests between processes (issue 5, DESIGN.md §5–§6).
+"""The control inbox on disk: steer and cancel requests between processes (DESIGN.md §5–§6).
 
 A sender writes one request file per signal under `.runfold/control/inbox/`; the process that
 owns the workspace (it holds `owner.lock`) answers in `acks/` and deletes the request once the run

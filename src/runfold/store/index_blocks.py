@@ -2,9 +2,9 @@
 `BLOCK_ROWS` consecutive seqs become one SQLite BLOB and back, and how a run's seqs become one
 `run_seqs` BLOB.
 
-Kept apart from `runfold.store.index` (SQLite, flush policy, rebuild) because it is the one place
-that knows byte offsets inside a block: packing, unpacking, and reading one row in place all follow
-the layout documented on `Block`.
+Kept apart from `runfold.store.index_file` (SQLite, flush policy) and `runfold.store.index` (open,
+check, rebuild) because it is the one place that knows byte offsets inside a block: packing,
+unpacking, and reading one row in place all follow the layout documented on `Block`.
 """
 
 from __future__ import annotations

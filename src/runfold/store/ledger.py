@@ -3,12 +3,12 @@
 `Ledger` is the only code that writes ledger files. A writer holds an exclusive OS lock, verifies
 the whole chain on open, cuts a torn tail (and records it with one `log_truncated` line), and
 appends batches with one fsync each. Readers take no lock and read verified lines through the
-disposable index (`runfold.store.index`), so one run or one seq costs the size of the answer.
+disposable index (`runfold.store.index.Index`: its open, check, rebuild and flush), so one run or
+one seq costs the size of the answer. Drafts become line bytes in `runfold.store.staging`.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import time
@@ -17,42 +17,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-import blake3
-
-from runfold.core import canonical
-from runfold.core.address import address_problem
-from runfold.core.canonical import (
-    FORMAT_VERSION,
-    I64_MIN,
-    Envelope,
-    chain_hash,
-    encode_datas,
-    encode_line,
-    splice_line,
-)
 from runfold.core.chain import LineChecker, LineRefused
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
-from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH, is_run_id
-from runfold.core.kinds import KNOWN_KIND_NAMES
+from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH
 from runfold.core.payloads import LogTruncated, WorkspaceInitialized
 from runfold.core.records import Draft, Record
 from runfold.store.durable import fsync_dir
-from runfold.store.index import FLUSH_ROWS, INDEX_FILE, SCAN_FLUSH_ROWS, Entry, IndexMismatch, LedgerIndex
+from runfold.store.index import Index
+from runfold.store.index_file import Entry, IndexMismatch
 from runfold.store.layout import Layout, list_segments
 from runfold.store.locks import LockHeld, take_pid_lock
-from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir, scan
+from runfold.store.staging import Stager
+from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir
 
 SEGMENT_BYTES = 64 << 20
 """A segment rolls over once it holds at least this many bytes (64 MiB)."""
 RUNTIME = "runtime"
 """The author of lines the runtime writes about itself."""
-_I64_MAX = (1 << 63) - 1
-_new_tuple = tuple.__new__
-"""Builds an Envelope or a Record from a tuple of its fields without the NamedTuple's Python
-`__new__` (several times cheaper, per staged line)."""
-_native_stage_lines = canonical.native.stage_lines if canonical.native is not None else None
-"""The C staging loop (None when the extension was not built; `canonical.NATIVE` is then False)."""
-_CACHE_MAX = 1 << 16
 """Checked run ids / addresses remembered per writer before the sets are cleared."""
 
 
@@ -137,8 +118,7 @@ class Ledger:
         self._next_seq = 0
         self._head = ZERO_HASH
         self._lock_fd: int | None = None
-        self._index_lock_fd: int | None = None
-        self._index: LedgerIndex | None = None
+        self._index = Index(self.layout)
         self._fd: int | None = None
         self._size = 0
         self._read_fds: dict[int, int] = {}
@@ -146,11 +126,7 @@ class Ledger:
         self._cut_after_next_write = False
         self._closed = False
         self._pending: list[Record] = []
-        self._runs_ok: set[str] = set()
-        self._addrs_ok: set[str] = set()
-        """Run ids and addresses of drafts already checked (a set lookup, not a regex, per line)."""
-        self._hasher = blake3.blake3()
-        """One BLAKE3 state for chain hashes of staged lines (update, digest, reset)."""
+        self._stager = Stager()
         self._entry_checker = LineChecker()
         """Checks lines read through the index, restarted at each entry's seq and prev; it
         keeps the run ids it has seen well-formed, so a run's lines skip that regex."""
@@ -254,81 +230,8 @@ class Ledger:
         else:
             self._load_reader(progress)
 
-    def _open_index_file(self, *, reset: bool = False) -> LedgerIndex:
-        """The index file, opened (and emptied when `reset`); a file SQLite finds malformed is
-        deleted and made anew (the index is disposable). Call it holding the index lock."""
-        self.layout.index_dir.mkdir(parents=True, exist_ok=True)
-        path = self.layout.index_dir / INDEX_FILE
-        idx: LedgerIndex | None = None
-        try:
-            idx = LedgerIndex(path)
-            if reset:
-                idx.reset()
-            return idx
-        except sqlite3.DatabaseError:
-            if idx is not None:
-                idx.discard_and_close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{path}{suffix}").unlink(missing_ok=True)
-            return LedgerIndex(path)
-
-    def _index_lock(self, block: bool) -> int | None:
-        self.layout.index_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.layout.index_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        return fd
-
-    def _index_valid(self, idx: LedgerIndex) -> bool:
-        """True when the index's last line is still at its place with its hash (DESIGN: the
-        index is checked against the ledger's length/head on open)."""
-        pos = idx.last_position()
-        if pos is None:
-            return True
-        seg, off, length = pos
-        path = self.layout.segment_path(seg)
-        try:
-            with open(path, "rb") as f:
-                f.seek(off)
-                data = f.read(length + 1)
-        except OSError:
-            return False
-        if len(data) == length:  # the last line of the ledger, missing only its newline
-            return chain_hash(data) == idx.head
-        return len(data) == length + 1 and data[-1:] == b"\n" and chain_hash(data[:-1]) == idx.head
-
-    def _sink(self, idx: LedgerIndex) -> Callable[[int, int, int, str, Envelope], None]:
-        add = idx.add
-
-        def sink(seg: int, off: int, length: int, digest: str, env: Envelope) -> None:
-            add(env.seq, seg, off, length, digest, env.run)
-
-        return sink
-
     def _load_writer(self, progress: Progress | None) -> None:
-        try:
-            self._index_lock_fd = self._index_lock(block=True)
-            idx = self._index = self._open_index_file()
-        except (OSError, sqlite3.Error) as exc:
-            raise RunfoldError(
-                ErrorCode.STORAGE_FATAL,
-                f"open the index for writing ({exc})",
-                str(self.layout.index_dir),
-                "remove that directory or what blocks it (the index is disposable: runfold rebuilds "
-                "it from the ledger), then run the command again",
-            ) from exc
-        if not self._index_valid(idx):
-            idx.reset()
-        idx.flush_rows = SCAN_FLUSH_ROWS
-        res = scan(
-            self._segments, LineChecker(), sink=self._sink(idx), sink_from=idx.next_seq, progress=progress
-        )
-        if idx.next_seq != res.next_seq:  # the index ran ahead of the ledger: rebuild it
-            idx.reset()
-            res = scan(self._segments, LineChecker(), sink=self._sink(idx), progress=progress)
+        res = self._index.open_writer(self._segments, progress)
         self._next_seq, self._head = res.next_seq, res.head
         if self._segments:
             path = self._segments[-1][1]
@@ -343,8 +246,6 @@ class Ledger:
                 )
         if res.unterminated:
             self._restore_newline()
-        idx.flush()
-        idx.flush_rows = FLUSH_ROWS
         self.torn_tail_bytes = res.torn_tail_bytes
         if res.torn_tail_bytes:
             # The log_truncated line is written over the torn bytes and the file is cut right
@@ -381,83 +282,7 @@ class Ledger:
         self.newline_restored = True
 
     def _load_reader(self, progress: Progress | None) -> None:
-        path = self.layout.index_dir / INDEX_FILE
-        idx: LedgerIndex | None = None
-        if path.exists():
-            try:
-                idx = LedgerIndex(path)
-            except (sqlite3.DatabaseError, OSError):
-                idx = None
-            if idx is not None and (idx.next_seq == 0 or not self._index_valid(idx)):
-                idx.close()
-                idx = None
-        if idx is None:
-            self._rebuild_reader_index(progress)
-            return
-        idx.autoflush = False
-        self._index = idx
-        pos = idx.last_position()
-        assert pos is not None
-        seg, off, length = pos
-        start = next((i for i, (s, _) in enumerate(self._segments) if s == seg), None)
-        if start is None:  # pragma: no cover - validated above
-            idx.close()
-            self._rebuild_reader_index(progress)
-            return
-        n = idx.next_seq
-        res = scan(
-            self._segments,
-            LineChecker(n, idx.head),
-            start_segment=start,
-            start_offset=off + length + 1,
-            line_no=n + 1,
-            sink=self._sink(idx),
-            sink_from=n,
-            progress=progress,
-        )
-        self._next_seq, self._head = res.next_seq, res.head
-        self.torn_tail_bytes = res.torn_tail_bytes
-        if res.lines:
-            self._reader_flush(idx)
-
-    def _reader_flush(self, idx: LedgerIndex) -> None:
-        """Persist catch-up rows when no writer holds the index (best effort; the index is a cache)."""
-        fd = self._index_lock(block=False)
-        if fd is None:
-            return
-        try:
-            if idx.flushed_rows_current():
-                idx.flush()
-        except (sqlite3.Error, OSError):
-            pass
-        finally:
-            os.close(fd)
-
-    def _rebuild_reader_index(self, progress: Progress | None) -> None:
-        fd = self._index_lock(block=False) if os.access(self.layout.root, os.W_OK) else None
-        idx: LedgerIndex
-        if fd is not None:
-            try:
-                idx = self._open_index_file(reset=True)
-            except (sqlite3.Error, OSError):
-                os.close(fd)
-                fd = None
-                idx = LedgerIndex(None)
-        else:
-            idx = LedgerIndex(None)
-        self._index = idx
-        try:
-            # an index only in memory flushes too: its rows are then read through SQLite
-            idx.autoflush = fd is not None or idx.path is None
-            idx.flush_rows = SCAN_FLUSH_ROWS
-            res = scan(self._segments, LineChecker(), sink=self._sink(idx), progress=progress)
-            if idx.autoflush:
-                idx.flush()
-        finally:
-            idx.autoflush = False
-            idx.flush_rows = FLUSH_ROWS
-            if fd is not None:
-                os.close(fd)
+        res = self._index.open_reader(self._segments, progress)
         self._next_seq, self._head = res.next_seq, res.head
         self.torn_tail_bytes = res.torn_tail_bytes
 
@@ -489,63 +314,14 @@ class Ledger:
         `E_STORAGE_FATAL` on a reader, closed or poisoned writer. Lines still staged when the
         writer closes are dropped, as if the process had died before the fsync.
 
-        With `runfold.core.canonical.NATIVE` (the C extension built), drafts whose run, address
-        and kind the writer already knows are staged by `_staging.stage_lines`, the C twin of
-        the loop here (same records byte for byte); any other batch runs the loop here.
+        Drafts become records through `Stager.stage` (checks, canonical bytes, chain hashes).
         """
         self._check_writable()
         if not drafts:
             return []
         seq = self._next_seq + len(self._pending)
         head = self._pending[-1].hash if self._pending else self._head
-        clock = now_ms()
-        records: list[Record] = []
-        append = records.append
-        runs_ok = self._runs_ok
-        addrs_ok = self._addrs_ok
-        known = KNOWN_KIND_NAMES
-        hasher = self._hasher
-        update, digest, reset = hasher.update, hasher.digest, hasher.reset
-        new_tuple = _new_tuple
-        datas = [d.data if type(d.data) is dict else _draft_data(d, i) for i, d in enumerate(drafts)]
-        encoded = encode_datas(datas)
-        if encoded is not None and canonical.NATIVE and _native_stage_lines is not None:
-            # the C twin of the loop below: the same records, or None when a draft fails a fast
-            # check (the loop below then checks it, names its fault and learns the caches)
-            staged = _native_stage_lines(
-                drafts, datas, encoded, seq, head, clock, FORMAT_VERSION, runs_ok, addrs_ok, known,
-                Envelope, Record, hasher,
-            )  # fmt: skip
-            if staged is not None:
-                self._pending.extend(staged)
-                return staged
-        for i, d in enumerate(drafts):
-            t = d.t
-            if t is None:
-                t = clock
-            run, who, kind, addr = d.run, d.who, d.kind, d.addr
-            if not (
-                run in runs_ok
-                and type(who) is str
-                and who
-                and kind in known
-                and (addr is None or addr in addrs_ok)
-                and (t is clock or (type(t) is int and I64_MIN <= t <= _I64_MAX))
-            ):
-                _check_draft(d, t, i)  # raises naming the field, or the draft is well-formed
-                if len(runs_ok) >= _CACHE_MAX or len(addrs_ok) >= _CACHE_MAX:
-                    runs_ok.clear()
-                    addrs_ok.clear()
-                runs_ok.add(run)
-                if addr is not None:
-                    addrs_ok.add(addr)
-            env = new_tuple(Envelope, (FORMAT_VERSION, run, seq, head, t, who, kind, datas[i], addr, d.ig))
-            raw = _encode_draft(env, i) if encoded is None else splice_line(env, encoded[i])
-            update(raw)
-            head = digest().hex()
-            reset()
-            append(new_tuple(Record, (env, raw, head)))
-            seq += 1
+        records = self._stager.stage(drafts, seq, head, now_ms())
         self._pending.extend(records)
         return records
 
@@ -593,9 +369,7 @@ class Ledger:
         # durable: advance
         self._cut_after_next_write = False
         seg = self._segments[-1][0]
-        idx = self._index
-        assert idx is not None
-        idx.add_lines(records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records])
+        self._index.add_lines(records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records])
         self._size = start + len(buf)
         self._next_seq = records[-1].seq + 1
         self._head = records[-1].hash
@@ -677,17 +451,7 @@ class Ledger:
 
     def runs(self) -> list[str]:
         """Every run id in order of first appearance, excluding the workspace (nil) run."""
-        return self._idx().runs()
-
-    def _idx(self) -> LedgerIndex:
-        if self._index is None or self._closed:
-            raise RunfoldError(
-                ErrorCode.INVALID_ARGS,
-                "read the ledger",
-                str(self.ws),
-                "this Ledger was closed; open it again",
-            )
-        return self._index
+        return self._index.runs()
 
     def _seq_range_error(self, seq: int, what: str) -> RunfoldError:
         valid = f"0..{self._next_seq - 1}" if self._next_seq else "none (the ledger is empty)"
@@ -707,7 +471,7 @@ class Ledger:
             raise self._seq_range_error(seq, "read a line")
         for attempt in (0, 1):
             try:
-                e = self._idx().entry(seq)
+                e = self._index.entry(seq)
                 if e is None:
                     raise _Stale
                 return self._read_entry(e)
@@ -724,7 +488,7 @@ class Ledger:
         entries: list[Entry] = []
         for attempt in (0, 1):
             try:
-                entries = self._idx().run_entries(run)
+                entries = self._index.run_entries(run)
                 self._prefetch(entries)
                 out = [self._read_entry(e) for e in entries if e.seq < self._next_seq]
                 if any(r.env.run != run for r in out):  # an index renumbered under this reader
@@ -748,31 +512,18 @@ class Ledger:
         )
 
     def _rebuild_index(self) -> None:
-        idx = self._idx()
+        """Rebuild the index from a full scan; the ledger must still hold this view's lines."""
         end = self._next_seq
-        if self.writer:
-            try:
-                idx.reset()
-            except sqlite3.DatabaseError:  # a malformed file: start a new one
-                idx.discard_and_close()
-                idx = self._index = self._open_index_file(reset=True)
-            idx.flush_rows = SCAN_FLUSH_ROWS
-            res = scan(self._segments, LineChecker(), sink=self._sink(idx))
-            idx.flush()
-            idx.flush_rows = FLUSH_ROWS
-        else:
-            idx.discard_and_close()  # a reader writes the index only holding its lock
-            self._index = None
-            self._rebuild_reader_index(None)
-            res_next = self._next_seq
-            if res_next < end:
+        res = self._index.rebuild(self._segments, writer=self.writer)
+        if not self.writer:
+            self._head, self.torn_tail_bytes = res.head, res.torn_tail_bytes
+            if res.next_seq < end:
                 raise RunfoldError(
                     ErrorCode.LEDGER_CORRUPT,
-                    f"re-read the ledger (it now ends at seq {res_next - 1}, it had {end} lines)",
+                    f"re-read the ledger (it now ends at seq {res.next_seq - 1}, it had {end} lines)",
                     str(self.layout.ledger_dir),
                     "the ledger was cut by another tool; restore it from a copy",
                 )
-            self._next_seq = end
             return
         if res.next_seq != end or res.torn_tail_bytes:
             raise RunfoldError(
@@ -851,7 +602,7 @@ class Ledger:
         start = 0
         for attempt in (0, 1):
             try:
-                e = self._idx().entry(since)
+                e = self._index.entry(since)
                 if e is None:
                     raise _Stale
                 self._read_entry(e)  # the row is right (else the stream below would refuse a sound ledger)
@@ -905,11 +656,7 @@ class Ledger:
         self._closed = True
         self._pending = []  # staged, never flushed: dropped (DESIGN.md §5 durability points)
         try:
-            if self._index is not None:
-                if self.writer and self._poisoned is None:
-                    self._index.close()
-                else:
-                    self._index.discard_and_close()
+            self._index.close(keep=self.writer and self._poisoned is None)
         finally:
             for fd in self._read_fds.values():
                 os.close(fd)
@@ -917,9 +664,6 @@ class Ledger:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-            if self._index_lock_fd is not None:
-                os.close(self._index_lock_fd)
-                self._index_lock_fd = None
             if self._lock_fd is not None:
                 try:
                     os.ftruncate(self._lock_fd, 0)
@@ -942,51 +686,3 @@ def _exists(layout: Layout) -> RunfoldError:
         str(layout.ledger_dir),
         "open the existing workspace instead, or choose another directory",
     )
-
-
-def _draft_data(d: Draft, i: int) -> dict[str, object]:
-    try:
-        return d.data_object()
-    except TypeError as exc:
-        raise invalid_args(
-            "append a line", f"drafts[{i}].data ({exc})", "give a payload of the draft's kind"
-        ) from None
-
-
-def _encode_draft(env: Envelope, i: int) -> bytes:
-    """`encode_line(env)` of draft `i` of a batch; its refusal (`E_INVALID_ARGS` naming the
-    field, e.g. `data.usage.ratio`) names the draft too: `drafts[i].data.usage.ratio`."""
-    try:
-        return encode_line(env)
-    except RunfoldError as exc:
-        if exc.code is not ErrorCode.INVALID_ARGS:
-            raise
-        raise invalid_args(exc.action, f"drafts[{i}].{exc.subject}", exc.recovery, exc.nearby) from None
-
-
-def _check_draft(d: Draft, t: int, i: int) -> None:
-    """Refuse a draft the checker would refuse once written (so the writer never writes one)."""
-    if not is_run_id(d.run):
-        raise invalid_args(
-            "append a line",
-            f"drafts[{i}].run={d.run!r}",
-            "give a lowercase UUID (the nil UUID for workspace lines)",
-        )
-    if not isinstance(d.who, str) or not d.who:
-        raise invalid_args(
-            "append a line", f"drafts[{i}].who", "name the author: runtime, person or an agent identity"
-        )
-    if d.kind not in KNOWN_KIND_NAMES and not d.ig:
-        raise invalid_args(
-            "append a line",
-            f"drafts[{i}].kind={d.kind!r}",
-            "use a kind this build knows, or mark a foreign kind ig=True",
-        )
-    if d.addr is not None and (problem := address_problem(d.addr)) is not None:
-        raise invalid_args(
-            "append a line", f"drafts[{i}].addr={d.addr!r} ({problem})", "give a relative address"
-        )
-    if isinstance(t, bool) or not isinstance(t, int) or not I64_MIN <= t <= _I64_MAX:
-        raise invalid_args(
-            "append a line", f"drafts[{i}].t={t!r}", "give UTC milliseconds as an integer, or None"
-        )

@@ -1,0 +1,45 @@
+"""`LedgerView`: what a reader of verified ledger lines needs, whatever keeps them (DESIGN.md §3).
+
+The workspace `Ledger` and the `BareLedger` of a foreign directory or segment file both provide
+it, so folds, replay and control read through one shape without knowing which one they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from runfold.core.records import Record
+
+
+class LedgerView(Protocol):
+    """A read-only view of verified lines, as they were when the view was opened.
+
+    `next_seq` is one past the last line's seq; `head` the last line's chain hash (64 hex).
+    `records(since)` streams lines from seq `since`; `run_records(run)` gives one run's lines
+    in seq order ([] for an unknown run); `record_at(seq)` one line. Readers raise `LineRefused`
+    or `E_LEDGER_CORRUPT` when the ledger changed on disk under them.
+    """
+
+    @property
+    def next_seq(self) -> int: ...
+
+    @property
+    def head(self) -> str: ...
+
+    def segments(self) -> list[Path]:
+        """The segment files of the view, in chain order."""
+        ...
+
+    def runs(self) -> list[str]:
+        """Every run id in order of first appearance, without the workspace (nil) run."""
+        ...
+
+    def records(self, since: int = 0) -> Iterator[Record]: ...
+
+    def run_records(self, run: str) -> list[Record]: ...
+
+    def record_at(self, seq: int) -> Record: ...
+
+    def close(self) -> None: ...
