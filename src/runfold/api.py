@@ -405,7 +405,7 @@ class Workspace(WorkspaceRuns):
         cause (DESIGN.md §10), and the changes after `since`. Raises like `fold`."""
         rid = self.resolve_run(run)
         ledger = self._ledger()
-        return fold_api.why(
+        return fold_api.why_report(
             fold_api.lineage_lines(ledger.run_records, rid), rid, at, since=since, tail=ledger.next_seq - 1
         )
 

@@ -9,7 +9,6 @@ and reading a workspace never loads the runtime or the providers.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
@@ -23,6 +22,8 @@ from runfold.store.cas import Cas
 from runfold.store.ledger import Ledger
 
 if TYPE_CHECKING:
+    import asyncio
+
     from runfold.providers.base import Provider, StreamCallback
     from runfold.runtime.config import WorkspaceConfig
     from runfold.runtime.control import ControlHub, ControlReceipt
@@ -189,6 +190,8 @@ class WorkspaceRuns:
         """`arun` as an async iterator: yields every line of the run as it is written, then the
         `RunOutcome` last. Same arguments and errors as `arun` (an `on_event` given is called
         too). Leaving the loop early cancels the run at its next safe point (frozen cancelled)."""
+        import asyncio
+
         queue: asyncio.Queue[Record | None] = asyncio.Queue()
         user_cb = kwargs.pop("on_event", None)
         cancel = kwargs.pop("cancel", None) or asyncio.Event()
@@ -213,6 +216,8 @@ class WorkspaceRuns:
     def run(self, task: str, **kwargs: Any) -> RunOutcome:
         """`arun` from synchronous code (`asyncio.run`); same arguments, same outcome and errors.
         Ctrl-C cancels the run at the next safe point and freezes it as cancelled."""
+        import asyncio
+
         return asyncio.run(self.arun(task, **kwargs))
 
     async def acontinue(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
@@ -222,6 +227,8 @@ class WorkspaceRuns:
 
     def continue_run(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
         """`acontinue` from synchronous code (`asyncio.run`)."""
+        import asyncio
+
         return asyncio.run(self.acontinue(run, task, **kwargs))
 
     @asynccontextmanager

@@ -12,7 +12,7 @@ from test_fold_support import Book, MemLedger, RunBuilder, lines_of, rid, write_
 
 from runfold.core.canonical import encode_json
 from runfold.core.conversation import CAUSES
-from runfold.core.fold import estimate_tokens, fold_run, group_by_run, safe_points, why
+from runfold.core.fold import estimate_tokens, fold_run, group_by_run, safe_points, why_report
 from runfold.core.records import Draft
 
 
@@ -27,7 +27,7 @@ def test_every_block_is_attributed_and_sizes_add_up(world: Any) -> None:
     runs, lines = world
     for b in runs.values():
         for cut in safe_points(lines, b.run):
-            report = why(lines, b.run, cut)
+            report = why_report(lines, b.run, cut)
             fold = fold_run(lines, b.run, cut)
             conv = [p for p in report.parts if p.region == "conversation"]
             blocks = [
@@ -52,7 +52,7 @@ def test_every_block_is_attributed_and_sizes_add_up(world: Any) -> None:
 
 def test_held_steer_lands_with_the_results_and_keeps_its_cause(world: Any) -> None:
     runs, lines = world
-    report = why(lines, runs["A"].run)
+    report = why_report(lines, runs["A"].run)
     steer = next(p for p in report.parts if p.cause == "message" and p.landed != p.seq)
     # the wave commits at its last result: that is where the held text lands
     result_seq = max(
@@ -64,7 +64,7 @@ def test_held_steer_lands_with_the_results_and_keeps_its_cause(world: Any) -> No
 
 
 def test_foreign_ledger_causes() -> None:
-    report = why(group_by_run(read_fixture()), FOREIGN_RUN)
+    report = why_report(group_by_run(read_fixture()), FOREIGN_RUN)
     assert {p.cause for p in report.parts} == {"seed", "model_reply", "tool_result", "message"}
     system = [p for p in report.parts if p.region == "system"]
     assert [(p.name, p.bytes, p.seq, p.cause) for p in system] == [
@@ -79,7 +79,7 @@ def test_foreign_ledger_causes() -> None:
 
 def test_changes_between_two_points() -> None:
     records = read_fixture()
-    report = why(group_by_run(records), FOREIGN_RUN, 17, since=7)
+    report = why_report(group_by_run(records), FOREIGN_RUN, 17, since=7)
     assert [(c.seq, c.cause, c.source_seq) for c in report.changes] == [
         (12, "model_reply", 11),
         (12, "tool_result", 12),
@@ -125,7 +125,7 @@ def test_a_prefix_change_without_a_cause_is_unattributed_and_a_region_line_keeps
             )
         ]
     )
-    report = why(lines_of(mem.records), a.run)
+    report = why_report(lines_of(mem.records), a.run)
     moved = [c for c in report.changes if c.seq == pa.seq]
     assert [(c.what, c.cause, c.bytes) for c in moved] == [("changed workspace", None, 30)]
     assert next(p for p in report.parts if p.name == "workspace").cause is None

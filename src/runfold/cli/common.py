@@ -40,6 +40,12 @@ EXIT_ERROR = 3
 """Any other runfold error: no workspace found, ledger held by another writer, storage failure."""
 EXIT_INTERNAL = 4
 """A bug in runfold (`E_INTERNAL`, or an exception that is not a RunfoldError); rerun with --debug."""
+
+OWN_PROCESS = False
+"""True when the command owns its process (set by `runfold.cli.main.main`): then a Ctrl-C that
+arrives after a run is frozen stays ignored until the process exits, so the exit code is the
+run's (6 for cancelled), not an interrupt's. In-process callers (tests, embedding) get their
+SIGINT handler back when the command returns (`runfold.cli.foreground`)."""
 EXIT_LIMIT = 5
 """`runfold run`: the run ended at a limit (turn ceiling, empty reply, max_tokens stop)."""
 EXIT_CANCELLED = 6

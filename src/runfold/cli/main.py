@@ -12,6 +12,7 @@ import typer
 from typer.core import TyperCommand
 
 from runfold import __version__
+from runfold.cli import common
 from runfold.cli.common import EXIT_CODES_HELP, RunfoldCommand, RunfoldGroup, set_debug
 
 app = typer.Typer(
@@ -86,9 +87,8 @@ def _register() -> None:
 def main() -> None:
     """Console-script entry point."""
     _register()
-    from runfold.cli import run_cmds
 
-    run_cmds.OWN_PROCESS = True  # the process ends with the command (see run_cmds)
+    common.OWN_PROCESS = True  # the process ends with the command (see cli.foreground)
     app()
 
 

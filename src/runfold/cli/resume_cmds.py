@@ -23,7 +23,7 @@ from runfold.cli.common import (
     workspace_flag,
 )
 from runfold.cli.fold_cmds import RunArg
-from runfold.cli.run_cmds import RUN_EPILOG, run_live
+from runfold.cli.run_cmds import RUN_EPILOG
 from runfold.core.ids import short_run_ids
 
 
@@ -175,6 +175,8 @@ def continue_cmd(
             f"note: run {rid} was already continued by {', '.join(earlier)}; this starts another successor",
             markup=False,
         )
+    from runfold.cli.foreground import run_live
+
     run_live(ctx, ws, replace(spec, continues=rid), json, events=events)
 
 

@@ -7,49 +7,25 @@ run's cancel event, prints the summary and maps the completion to an exit code. 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from runfold.cli.common import (
-    EXIT_CANCELLED,
     EXIT_CODES_HELP,
-    EXIT_ERROR,
-    EXIT_INTERNAL,
-    EXIT_LIMIT,
-    EXIT_OK,
     EXIT_VERIFY_FAILED,
     JsonOption,
     WorkspaceOption,
     echo_json,
-    err_console,
-    error_object,
-    json_line,
     out_console,
     want_json,
-    workspace_flag,
 )
-from runfold.cli.live import LiveView, tokens, usd
-from runfold.core.errors import ErrorCode, invalid_args
+from runfold.cli.live import tokens, usd
+from runfold.core.errors import invalid_args
 
 if TYPE_CHECKING:
-    from runfold.api import CostReport, ReplayReport, RunOutcome, Workspace
-    from runfold.core.records import Record
-    from runfold.runtime.spec import RunSpec
-
-COMPLETION_EXIT: dict[str, int] = {
-    "done": EXIT_OK,
-    "limit": EXIT_LIMIT,
-    "cancelled": EXIT_CANCELLED,
-    "failed": EXIT_ERROR,
-}
-"""`RunOutcome.completion` → the exit code of `runfold run`."""
+    from runfold.api import CostReport, ReplayReport, Workspace
 
 RUN_EPILOG = (
     "Exit codes of run: 0 done · 5 limit (turn ceiling, empty reply, max_tokens stop) · "
@@ -65,58 +41,6 @@ RUN_EPILOG = (
 # ---- run ----------------------------------------------------------------------------------
 
 
-class _Interrupts:
-    """Ctrl-C during a run (see RUN_EPILOG): 1st sets the cancel event, 2nd says it is waiting,
-    3rd cancels the task driving the run (the executor then freezes it as cancelled)."""
-
-    def __init__(self, cancel: asyncio.Event, view: LiveView) -> None:
-        self.cancel = cancel
-        self.view = view
-        self.presses = 0
-        self.task: asyncio.Task[Any] | None = None
-
-    def __call__(self) -> None:
-        self.presses += 1
-        if self.presses == 1:
-            self.cancel.set()
-            self.view.note(
-                "Ctrl-C: cancelling: stopping what is in flight, then freezing the run as cancelled"
-            )
-        elif self.presses == 2:
-            self.view.note(
-                "still stopping what is in flight; press Ctrl-C once more to cancel the run's task at once"
-            )
-        elif self.task is not None and not self.task.done():
-            self.view.note("Ctrl-C: stopping what is in flight and freezing the run as cancelled")
-            self.task.cancel()
-
-
-async def _drive(ws: Workspace, spec: RunSpec, view: LiveView, hooks: dict[str, Any]) -> RunOutcome:
-    from runfold.runtime.spec import RunHooks
-
-    cancel = asyncio.Event()
-    interrupts = _Interrupts(cancel, view)
-    loop = asyncio.get_running_loop()
-    installed = False
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, interrupts)
-        installed = True
-    try:
-        runner = asyncio.ensure_future(ws.arun_spec(spec, RunHooks(cancel=cancel, **hooks)))
-        interrupts.task = runner
-        try:
-            return await asyncio.shield(runner)
-        except asyncio.CancelledError:
-            # The third Ctrl-C cancelled `runner`: it froze the run and re-raised.
-            with contextlib.suppress(asyncio.CancelledError):
-                await runner
-            raise
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
-            _ignore_sigint()  # the run is frozen: a late Ctrl-C must not interrupt the summary
-
-
 def _last_run(ws: Workspace) -> str:
     """The latest run that called a model (a fresh fork has nothing to replay yet)."""
     called = {r.env.run for r in ws.records(kind="model_called")}
@@ -128,23 +52,6 @@ def _last_run(ws: Workspace) -> str:
             "the ledger holds no model calls yet; start a run with `runfold run TASK`",
         )
     return runs[-1]
-
-
-def _usage_obj(outcome: RunOutcome) -> dict[str, int]:
-    u = outcome.usage
-    return {"input": u.input, "output": u.output, "cache_read": u.cache_read, "cache_write": u.cache_write}
-
-
-def _next_commands(run_id: str, fork_at: int | None, completion: str = "done", where: str = "") -> list[str]:
-    """The commands the summary suggests; `where` is `workspace_flag(root)` (` -w DIR` when the
-    current directory would not find the workspace), appended to each."""
-    out = [f"runfold conversation {run_id}", f"runfold replay {run_id}", f"runfold cost {run_id}"]
-    if completion != "done":
-        out.insert(0, f"runfold continue {run_id}")
-    if fork_at is not None:
-        out.append(f"runfold fork {run_id} --at {fork_at}")
-    out.append(f"runfold log --run {run_id}")
-    return [cmd + where for cmd in out]
 
 
 def run_cmd(
@@ -230,170 +137,9 @@ def run_cmd(
     want_json(ctx, json)
     spec = RunSpec(task, goal, model, room, max_turns, record=record, command_line=True)
     from runfold.api import Workspace
+    from runfold.cli.foreground import run_live
 
     run_live(ctx, Workspace.open(workspace), spec, json, events=events)
-
-
-def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, events: bool = False) -> None:
-    """Drive the run `spec` (as typed: the runtime fills in the defaults) with the live view,
-    Ctrl-C handling and the summary (`run`, `continue`); exits with the completion's code.
-    `events`: print each durable line of the run as JSON Lines on stdout (`--events`), the live
-    view and summary on stderr."""
-    record = Path(spec.record) if spec.record is not None else None
-    console = err_console() if json or events else out_console()
-    view = LiveView(console, fancy=console.is_terminal)
-    last_safe: list[int] = []
-
-    def on_event(rec: Record) -> None:
-        if rec.env.kind in ("model_returned", "tool_result"):
-            last_safe.append(rec.seq)
-        view.on_event(rec)
-
-    hooks: dict[str, Any] = {"on_event": on_event, "on_delta": view.on_delta}
-    if events:
-        hooks["on_durable"] = _EventPrinter()
-    with _late_interrupts_ignored():
-        try:
-            with view:
-                outcome = asyncio.run(_drive(ws, spec, view, hooks))
-        except asyncio.CancelledError:
-            # Three Ctrl-Cs: the run was frozen as cancelled by the executor.
-            err_console().print("the run was stopped and frozen as cancelled", markup=False)
-            ctx.exit(EXIT_CANCELLED)
-            return
-        finally:
-            ws.close()
-        _finish(ctx, outcome, view, last_safe, record, json, events, workspace_flag(ws.root))
-
-
-class _EventPrinter:
-    """`--events`: one JSON Lines object per durable line of the run on stdout, flushed at
-    once. A closed stdout (e.g. `| head -1`) stops the printing, never the run."""
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    def __call__(self, rec: Record) -> None:
-        if self.closed:
-            return
-        env = rec.env
-        line = json_line({"seq": env.seq, "run": env.run, "kind": env.kind, "hash": rec.hash}) + "\n"
-        try:
-            sys.stdout.write(line)
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            self.closed = True
-
-
-OWN_PROCESS = False
-"""True when the command owns its process (set by `runfold.cli.main.main`): then a Ctrl-C that
-arrives after the run is frozen stays ignored until the process exits, so the exit code is the
-run's (6 for cancelled), not an interrupt's. In-process callers (tests, embedding) get their
-SIGINT handler back when the command returns."""
-
-
-@contextlib.contextmanager
-def _late_interrupts_ignored() -> Iterator[None]:
-    """Once the run is frozen, a late Ctrl-C (pressed while it was freezing) must not turn the
-    summary into a KeyboardInterrupt: from the end of the run SIGINT is ignored (see
-    `OWN_PROCESS` for when the previous handler comes back)."""
-    try:
-        previous = signal.getsignal(signal.SIGINT)
-    except ValueError:
-        previous = None
-    try:
-        yield
-    finally:
-        if previous is not None and not OWN_PROCESS:
-            with contextlib.suppress(ValueError):
-                signal.signal(signal.SIGINT, previous)
-
-
-def _ignore_sigint() -> None:
-    with contextlib.suppress(ValueError):  # not the main thread: nothing to guard
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _finish(
-    ctx: typer.Context,
-    outcome: RunOutcome,
-    view: LiveView,
-    last_safe: list[int],
-    record: Path | None,
-    json: bool,
-    events: bool = False,
-    where: str = "",
-) -> None:
-    """Print the outcome (summary or JSON) and exit with the completion's code; with `events`
-    (and not `json`) the summary goes to stderr, keeping stdout JSON Lines. `where`: the
-    ` -w DIR` the suggested commands need (see `workspace_flag`)."""
-    fork_at = last_safe[-1] if last_safe else None
-    nexts = _next_commands(outcome.run_id, fork_at, outcome.completion, where)
-    code = COMPLETION_EXIT.get(outcome.completion, EXIT_ERROR)
-    if outcome.error is not None and outcome.error.code is ErrorCode.INTERNAL:
-        code = EXIT_INTERNAL  # frozen by a runfold bug
-    if json:
-        echo_json(
-            {
-                "ok": outcome.completion == "done",
-                "run": outcome.run_id,
-                "completion": outcome.completion,
-                "reason": outcome.reason,
-                "answer": view.last_reply if outcome.completion == "done" else None,
-                "turns": outcome.turns,
-                "attempts": outcome.attempts,
-                "tool_calls": outcome.tool_calls,
-                "usage": _usage_obj(outcome),
-                "billed_usd_micros": outcome.billed_usd_micros,
-                "evidence": [{"kind": e.kind, "seq": e.seq} for e in outcome.evidence],
-                "frozen_seq": outcome.frozen_seq,
-                "lines": outcome.lines,
-                "ledger_bytes": outcome.ledger_bytes,
-                "elapsed_ms": int(view.elapsed_s * 1000),
-                "error": error_object(outcome.error) if outcome.error is not None else None,
-                "recorded": str(record) if record is not None else None,
-                "next": nexts,
-            }
-        )
-    else:
-        _print_summary(outcome, view, nexts, record, err_console() if events else out_console())
-    if outcome.error is not None:
-        err_console().print(outcome.error.display(), markup=False)
-    if code != EXIT_OK:
-        ctx.exit(code)
-
-
-def _print_summary(
-    outcome: RunOutcome, view: LiveView, nexts: list[str], record: Path | None, console: Any
-) -> None:
-    u = outcome.usage
-    calls = outcome.tool_calls
-    cost = usd(outcome.billed_usd_micros)
-    if outcome.billed_usd_micros is None:
-        cost += ' (no price known for this model; add [prices."<model>"] to .runfold/config.toml)'
-    lines = [
-        "",
-        f"{outcome.completion}: {outcome.reason}" if outcome.reason else outcome.completion,
-    ]
-    if outcome.completion == "done" and view.last_reply:
-        lines += ["", view.last_reply, ""]
-    lines += [
-        f"  run      {outcome.run_id}",
-        f"  turns    {outcome.turns} ({outcome.attempts} model call{'s' if outcome.attempts != 1 else ''}),"
-        f" {calls} tool call{'s' if calls != 1 else ''}",
-        f"  tokens   {tokens(u.input)} in / {tokens(u.output)} out"
-        f" ({tokens(u.cache_read)} cache read, {tokens(u.cache_write)} cache write)",
-        f"  cost     {cost}",
-        f"  elapsed  {view.elapsed_s:.1f} s · {outcome.lines} ledger lines, {outcome.ledger_bytes:,} bytes",
-    ]
-    if record is not None:
-        lines.append(f"  recorded {record} (replay the session: --model script:{record})")
-    lines.append("next:")
-    lines.extend(f"  {c}" for c in nexts)
-    console.print("\n".join(lines), markup=False, highlight=False)
-
-
-# ---- replay -------------------------------------------------------------------------------
 
 
 def _replay_json(report: ReplayReport) -> dict[str, Any]:
@@ -587,4 +333,4 @@ def register(app: typer.Typer) -> None:
     app.command("cost", epilog=EXIT_CODES_HELP)(cost_cmd)
 
 
-__all__ = ["COMPLETION_EXIT", "register"]
+__all__ = ["register"]

@@ -7,46 +7,50 @@ tree; `why` attributes the window.
 
 from __future__ import annotations
 
-from runfold.core.fold.fork import ForkPlan, plan_fork, raw_prefix
-from runfold.core.fold.resume import (
-    DanglingCall,
-    LostRun,
-    ResumePlan,
-    ResumeScan,
-    resume_drafts,
-    successor_note,
-)
-from runfold.core.fold.run import (
-    DECISIONS,
-    SAFE_PHASES,
-    Decision,
-    Lineage,
-    LineageStep,
-    Phase,
-    RunFold,
-    RunFolder,
-    fold_run,
-    fork_point,
-    group_by_run,
-    inherit,
-    line_phases,
-    lineage,
-    lineage_lines,
-    lineage_runs,
-    not_in_lineage,
-    safe_points,
-)
-from runfold.core.fold.runs import (
-    Pricing,
-    RunSummary,
-    RunTally,
-    TreeNode,
-    render_tree,
-    reply_cost,
-    run_summaries,
-    run_tree,
-)
-from runfold.core.fold.why import Change, Part, WhyReport, estimate_tokens, why
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runfold.core.fold.fork import ForkPlan, plan_fork, raw_prefix
+    from runfold.core.fold.resume import (
+        DanglingCall,
+        LostRun,
+        ResumePlan,
+        ResumeScan,
+        resume_drafts,
+        successor_note,
+    )
+    from runfold.core.fold.run import (
+        DECISIONS,
+        SAFE_PHASES,
+        Decision,
+        Lineage,
+        LineageStep,
+        Phase,
+        RunFold,
+        RunFolder,
+        fold_run,
+        fork_point,
+        group_by_run,
+        inherit,
+        line_phases,
+        lineage,
+        lineage_lines,
+        lineage_runs,
+        not_in_lineage,
+        safe_points,
+    )
+    from runfold.core.fold.runs import (
+        Pricing,
+        RunSummary,
+        RunTally,
+        TreeNode,
+        render_tree,
+        reply_cost,
+        run_summaries,
+        run_tree,
+    )
+    from runfold.core.fold.why import Change, Part, WhyReport, estimate_tokens, why_report
 
 __all__ = [
     "DECISIONS",
@@ -88,5 +92,64 @@ __all__ = [
     "run_tree",
     "safe_points",
     "successor_note",
-    "why",
+    "why_report",
 ]
+
+_HOMES: dict[str, str] = {
+    "Change": "runfold.core.fold.why",
+    "DECISIONS": "runfold.core.fold.run",
+    "DanglingCall": "runfold.core.fold.resume",
+    "Decision": "runfold.core.fold.run",
+    "ForkPlan": "runfold.core.fold.fork",
+    "Lineage": "runfold.core.fold.run",
+    "LineageStep": "runfold.core.fold.run",
+    "LostRun": "runfold.core.fold.resume",
+    "Part": "runfold.core.fold.why",
+    "Phase": "runfold.core.fold.run",
+    "Pricing": "runfold.core.fold.runs",
+    "ResumePlan": "runfold.core.fold.resume",
+    "ResumeScan": "runfold.core.fold.resume",
+    "RunFold": "runfold.core.fold.run",
+    "RunFolder": "runfold.core.fold.run",
+    "RunSummary": "runfold.core.fold.runs",
+    "RunTally": "runfold.core.fold.runs",
+    "SAFE_PHASES": "runfold.core.fold.run",
+    "TreeNode": "runfold.core.fold.runs",
+    "WhyReport": "runfold.core.fold.why",
+    "estimate_tokens": "runfold.core.fold.why",
+    "fold_run": "runfold.core.fold.run",
+    "fork_point": "runfold.core.fold.run",
+    "group_by_run": "runfold.core.fold.run",
+    "inherit": "runfold.core.fold.run",
+    "line_phases": "runfold.core.fold.run",
+    "lineage": "runfold.core.fold.run",
+    "lineage_lines": "runfold.core.fold.run",
+    "lineage_runs": "runfold.core.fold.run",
+    "not_in_lineage": "runfold.core.fold.run",
+    "plan_fork": "runfold.core.fold.fork",
+    "raw_prefix": "runfold.core.fold.fork",
+    "render_tree": "runfold.core.fold.runs",
+    "reply_cost": "runfold.core.fold.runs",
+    "resume_drafts": "runfold.core.fold.resume",
+    "run_summaries": "runfold.core.fold.runs",
+    "run_tree": "runfold.core.fold.runs",
+    "safe_points": "runfold.core.fold.run",
+    "successor_note": "runfold.core.fold.resume",
+    "why_report": "runfold.core.fold.why",
+}
+"""Each public name → the module that defines it: names resolve on first use (PEP 562), so a
+command that needs no fold (`runfold verify`, `log`) does not load the conversation machinery."""
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -213,7 +213,7 @@ def _region_changes(records: Sequence[Record]) -> list[Change]:
     return out
 
 
-def why(
+def why_report(
     lines_by_run: Mapping[str, Sequence[Record]],
     run: str,
     at_seq: int | None = None,
