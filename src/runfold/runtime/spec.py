@@ -22,7 +22,7 @@ from runfold.store.ledger import now_ms
 
 if TYPE_CHECKING:
     from runfold.providers.base import Provider, StreamCallback
-    from runfold.runtime.executor import RetryPolicy
+    from runfold.runtime.retry import RetryPolicy
     from runfold.tools import Tool
 
 
