@@ -13,6 +13,7 @@ import pytest
 from rt_support import call, calls, check_finished, kinds, run_lines, text
 
 from runfold.api import Workspace
+from runfold.core.canonical import content_hash, encode_json
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import fold_run
 from runfold.core.fold.run import offloaded_content
@@ -243,3 +244,30 @@ def test_a_fork_before_the_offload_has_no_result_and_one_after_pages_it_back(off
     page = orjson.loads(full_content(off_ws, child.run_id, "r1"))
     assert page["content"].encode() == full_content(off_ws, out.run_id, "b1").encode()[:OFFLOAD]
     check_finished(off_ws, child)
+
+
+def test_a_byte_range_locator_reads_that_range_and_a_damaged_object_is_refused(off_ws: Workspace) -> None:
+    content = encode_json({"blob": "x" * BIG})
+    locator = "cas:b3-" + content_hash(content)
+
+    def damage() -> dict[str, Any]:
+        """Overwrite the stored blob."""
+        path = blob_path(off_ws, locator)
+        path.chmod(0o644)
+        path.write_bytes(b"y" * len(content))
+        return {"damaged": True}
+
+    p = scripted(
+        call("b1", "big", {}),
+        call("r1", "read_result", {"key": f"{locator}#B2-9"}),
+        call("r2", "read_result", {"key": f"{locator}#B0-{len(content)}"}),
+        call("d1", "damage", {}),
+        call("r3", "read_result", {"key": "b1"}),
+        text("ok"),
+    )
+    out = off_ws.run("get it", model=p, tools=[big, damage], builtin_tools=["read_result"])
+    page = orjson.loads(full_content(off_ws, out.run_id, "r1"))
+    assert page["content"].encode() == content[2:10] and page["tool_use_id"] == "b1"
+    errors = {d["tool_use_id"]: d["error"] for d in data_of(off_ws, out.run_id, Kind.TOOL_RESULT) if "error" in d}
+    assert errors["r2"]["code"] == "E_INVALID_ARGS" and f"has {len(content)} bytes" in errors["r2"]["recovery"]
+    assert errors["r3"]["code"] == "E_LEDGER_CORRUPT"  # the hash is re-verified on every read

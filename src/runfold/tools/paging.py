@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
+from runfold.core.locator import CasLocator, parse_locator
 from runfold.core.offload import PAGING_TOOL, utf8_head
 from runfold.tools.context import ToolContext
 
@@ -31,7 +32,8 @@ def read_result(
     remains; a page never splits a UTF-8 character, so `length` may be a little less than asked.
 
     Args:
-        key: The tool_use_id of the call whose result was offloaded, or its locator (cas:b3-…).
+        key: The tool_use_id of the call whose result was offloaded, or its locator (cas:b3-…,
+            optionally with a byte range #B<first>-<last> instead of offset/length).
         offset: First byte to return, 0-based (default 0).
         length: How many bytes to return (default and most: the page size).
 
@@ -47,8 +49,17 @@ def read_result(
             repr(key),
             "this run has no offloaded results; every result is in the conversation as it came",
         )
+    end: int | None = None
+    if key.startswith("cas:") and "#" in key:  # a §3 byte-range locator: cas:b3-<hex>#B<a>-<b>
+        loc = parse_locator(key)
+        if not isinstance(loc, CasLocator) or loc.unit != "B":
+            raise invalid_args(action, repr(key), "give a byte range (#B<first>-<last>) or the bare locator with offset/length")
+        key, offset, end = str(CasLocator(loc.hash)), loc.start, loc.end
+        length = end - offset + 1
     tool_use_id, locator, content = ctx.offloaded(key)
     size = len(content)
+    if end is not None and end >= size:
+        raise invalid_args(action, "argument `key`", f"the result has {size} bytes: give a range within 0-{size - 1}")
     if offset >= size:
         raise invalid_args(
             action,
