@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
+from runfold.core.offload import PAGING_TOOL
 from runfold.tools.context import ToolContext
 from runfold.tools.paging import read_result
 from runfold.tools.registry import Tool, ToolRegistry
@@ -614,7 +615,7 @@ BUILTIN_NAMES: tuple[str, ...] = tuple(t.name for t in BUILTIN_TOOLS)
 """`read_file`, `write_file`, `edit_file`, `list_dir`, `search`, `exec`."""
 
 SEND_MESSAGE = Tool.from_function(send_message, effect="write", subject="to")
-READ_RESULT = Tool.from_function(read_result, effect="read", subject="key")
+READ_RESULT = Tool.from_function(read_result, name=PAGING_TOOL, effect="read", subject="key")
 OPT_IN_TOOLS: tuple[Tool, ...] = (SEND_MESSAGE, READ_RESULT)
 """Built-ins given only when named (`builtin_tools=[..., "send_message"]`, config `tools`): not in
 the default set, so adding them never changes the tool table of a run that did not ask."""

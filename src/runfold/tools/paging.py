@@ -13,7 +13,7 @@ from pydantic import Field
 
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.locator import CasLocator, parse_locator
-from runfold.core.offload import PAGING_TOOL, utf8_head
+from runfold.core.offload import utf8_head
 from runfold.tools.context import ToolContext
 
 
@@ -95,5 +95,3 @@ def read_result(
         out["next_offset"] = offset + got
     return out
 
-
-__all__ = ["PAGING_TOOL", "read_result"]
