@@ -107,7 +107,9 @@ class WorkspaceRuns:
         a fork left open is frozen by the next writer open (resume) and can then be continued.
         `resume` is passed to `writer()`. Raises `E_INVALID_ARGS` for a seq past the tail or
         outside the run's lineage (never clamped), `E_LEDGER_HELD` when another process holds
-        the writer."""
+        the writer, `E_STORAGE_FATAL` naming the locator when an offloaded result it inherits is
+        missing from the CAS (nothing is written)."""
+        from runfold.runtime.offload import check_lineage
         from runfold.runtime.spec import new_run_id
 
         rid = self.resolve_run(run)
@@ -116,6 +118,7 @@ class WorkspaceRuns:
             plan = fold_api.plan_fork(
                 lines, rid, at, new_run=new_run_id(), tail=ledger.next_seq - 1, task=task, who=who
             )
+            check_lineage(plan.inherited.lineage.records(), Cas(self._root))  # offloaded results present
             ledger.append(list(plan.drafts))
         return plan
 

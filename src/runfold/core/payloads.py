@@ -206,13 +206,19 @@ class ToolResult(Payload):
 
 @dataclasses.dataclass(kw_only=True)
 class ResultOffloaded(Payload):
-    """A large tool result moved to the CAS; the window keeps `head` plus the locator (§10)."""
+    """A large tool result moved to the CAS; the window keeps `head` plus the locator (§10).
+
+    Written right before the `tool_result` it names, inside the same wave (so no safe cut lies
+    between them). `bytes`: the size of the result's window content (UTF-8 bytes); `head`: its
+    first bytes; `bytes_removed`: how many bytes fewer the window carries for it (`bytes` minus
+    the size of the head-and-locator content that replaces it); 0 on lines that predate it."""
 
     KIND = Kind.RESULT_OFFLOADED
     tool_use_id: str = ""
     locator: str = ""
     head: str = ""
     bytes: int = 0
+    bytes_removed: int = 0
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -156,7 +156,12 @@ async def _drive(
     )
     bill = make_bill(config.prices)
     options = RunOptions(
-        task=spec.task, goal=spec.goal, room=room_addr, max_turns=chosen.max_turns, system=spec.system
+        task=spec.task,
+        goal=spec.goal,
+        room=room_addr,
+        max_turns=chosen.max_turns,
+        system=spec.system,
+        context=config.context,
     )
     if spec.retry is not None:
         options = dataclasses.replace(options, retry=spec.retry)

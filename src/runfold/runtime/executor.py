@@ -11,6 +11,7 @@ many runs on one ledger writer (their lines interleave; seq is global).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -40,6 +41,7 @@ from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
 from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
+from runfold.runtime.offload import Offloads
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.retry import RetryPolicy, backoff_reason
 from runfold.runtime.safe_points import Interrupted, SafePoints
@@ -96,9 +98,12 @@ class RunLoop:
         self.cas = inputs.cas
         self.provider = inputs.provider
         self.registry = inputs.registry
-        self.ctx = inputs.ctx
         self.prefix = inputs.prefix
         self.options = options = inputs.options
+        self.offloads = Offloads(inputs.cas, options.context)
+        self.ctx = dataclasses.replace(
+            inputs.ctx, offloaded=self.offloads.read, result_page_bytes=options.context.offload_bytes
+        )
         self.fork = inputs.fork
         self.bill = inputs.bill
         self.run_id = (
@@ -241,7 +246,9 @@ class RunLoop:
         for index, step in enumerate(lin.steps):
             for rec in step.lines:
                 self.folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
-        self._position = self.cache.remember_records(lin.records())
+        records = list(lin.records())
+        self.offloads.inherit(records)  # E_STORAGE_FATAL before a line when a result's object is gone
+        self._position = self.cache.remember_records(records)
         self.outcome.inherited_lines = self.folder.feeds
         for msg in plan.inherited.messages:
             self._tool_ids.update(b["id"] for b in msg["content"] if b["kind"] == "tool_use")
@@ -498,7 +505,11 @@ class RunLoop:
         def write_pair(i: int, outcome: ToolOutcome) -> None:
             if i not in called:
                 write_called(i, wave_ms)
-            self._write(outcome.to_payload())
+            result = outcome.to_payload()
+            offloaded = self.offloads.offload(reqs[i].name, result)  # stored in the CAS first
+            if offloaded is not None:
+                self.offloads.remember(self._write(offloaded))
+            self._write(result)
             self.cache.remember(
                 self._position + i, reqs[i].name, reqs[i].args_json, outcome.result, outcome.error
             )

@@ -17,6 +17,7 @@ from runfold.core.fold import ForkPlan
 from runfold.core.fold.runs import RunTally
 from runfold.core.payloads import Evidence
 from runfold.core.records import Record
+from runfold.core.window import ContextSettings
 from runfold.providers.base import Provider, StreamCallback, Usage
 from runfold.runtime.control import RunControl, Steer
 from runfold.runtime.cost import usage_of
@@ -46,7 +47,8 @@ class RunOptions:
       lines (default: the room, or `agent`);
     - `retry`: the back-off policy; `tool_timeout_s`: ceiling per tool call in seconds;
     - `note`: the runtime's word written as the run's first `steer_received` (source `runtime`),
-      e.g. why a successor continues its predecessor (DESIGN.md §7).
+      e.g. why a successor continues its predecessor (DESIGN.md §7);
+    - `context`: `[context]` of config.toml (here: when a tool result is offloaded, DESIGN.md §10).
     """
 
     task: str
@@ -58,6 +60,7 @@ class RunOptions:
     agent: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     note: str | None = None
+    context: ContextSettings = field(default_factory=ContextSettings)
 
 
 @dataclass(frozen=True)

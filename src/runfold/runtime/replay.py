@@ -15,7 +15,8 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import RunFolder, lineage
 from runfold.core.kinds import Kind
 from runfold.core.locator import CasLocator, parse_locator
-from runfold.core.payloads import ModelCalled, PromptAssembled
+from runfold.core.offload import missing_offload, offload_digest
+from runfold.core.payloads import ModelCalled, PromptAssembled, ResultOffloaded
 from runfold.core.records import Record
 from runfold.core.render import render_request, request_bytes
 from runfold.core.validate import validate
@@ -80,7 +81,9 @@ def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: Loa
 
     Raises `E_INVALID_ARGS` for an unknown run, `E_LEDGER_CORRUPT` (naming seq and field) for
     lines the fold cannot place, and the CAS errors (`E_PATH_NOT_FOUND`, `E_LEDGER_CORRUPT`)
-    when a stored prefix is missing or damaged.
+    when a stored prefix is missing or damaged; `E_STORAGE_FATAL` naming the locator when the
+    CAS object of a `result_offloaded` of the lineage is missing (its bytes are re-verified; the
+    window itself is rebuilt from the line, DESIGN.md §10).
     """
     lin = lineage(lines_by_run, run)
     folder = RunFolder()
@@ -93,6 +96,8 @@ def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: Loa
     for index, step in enumerate(lin.steps):
         for rec in step.lines:
             folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+            if rec.known and rec.kind is Kind.RESULT_OFFLOADED:
+                check_offloaded(rec, load, "replay the run")
             if rec.run != run or not rec.known or rec.kind is not Kind.MODEL_CALLED:
                 continue
             called = rec.typed(ModelCalled)
@@ -128,6 +133,27 @@ def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: Loa
                     )
                 first = Mismatch(rec.seq, called.request.hash, digest, where)
     return ReplayReport(run, requests, exact, first, tuple(skipped), tuple(invalid), tuple(hashes))
+
+
+def check_offloaded(rec: Record, load: LoadCas, action: str) -> None:
+    """Read back (and so re-verify) the CAS object a `result_offloaded` line names. Raises
+    `E_STORAGE_FATAL` naming the locator when it is missing (`core.offload.missing_offload`),
+    `E_LEDGER_CORRUPT` when its bytes no longer hash to it or the locator is not `cas:b3-<hex>`."""
+    off = rec.typed(ResultOffloaded)
+    digest = offload_digest(off)
+    if digest is None:
+        raise RunfoldError(
+            ErrorCode.LEDGER_CORRUPT,
+            f"read the offloaded result of seq {rec.seq} (field data.locator)",
+            repr(off.locator),
+            "the locator must be cas:b3-<64 hex>; the line was not written by this runfold",
+        )
+    try:
+        load(CasLocator(digest))
+    except RunfoldError as err:
+        if err.code is ErrorCode.PATH_NOT_FOUND:
+            raise missing_offload(off.locator, off.tool_use_id, rec.seq, action) from None
+        raise
 
 
 def _prefix(assembled: PromptAssembled, cache: dict[str, Prefix], load: LoadCas, seq: int | None) -> Prefix:

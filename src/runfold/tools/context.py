@@ -86,6 +86,11 @@ class ToolContext:
     - `messenger(to, text) -> {delivered_to, signal}`: delivers a letter from this run to another
       live run through the workspace's control inbox (the `send_message` tool); None when the run
       is not driven by a workspace's control hub. It raises `RunfoldError` for a bad target.
+    - `offloaded(key) -> (tool_use_id, locator, content bytes)`: the full content of a tool result
+      of this run's lineage that was offloaded to the CAS, by tool_use_id or locator, hash
+      re-verified (the `read_result` tool); None outside a run loop. It raises `RunfoldError`
+      (`E_INVALID_ARGS` for an unknown key, `E_STORAGE_FATAL` for a missing object);
+      `result_page_bytes`: the most bytes one `read_result` call returns.
 
     Raises `E_INVALID_ARGS` when `room` is not an address (DESIGN.md §9) or is reserved.
     """
@@ -102,6 +107,8 @@ class ToolContext:
     search_max_results: int = 100
     list_max_entries: int = 1000
     messenger: Callable[[str, str], dict[str, Any]] | None = field(default=None, compare=False)
+    offloaded: Callable[[str], tuple[str, str, bytes]] | None = field(default=None, compare=False)
+    result_page_bytes: int = 16384
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(os.path.abspath(self.workspace)))

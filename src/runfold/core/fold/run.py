@@ -305,6 +305,8 @@ class _Wave:
     use_ids: list[str]
     called: dict[str, tuple[ToolUseBlock, BlockSource]] = field(default_factory=dict)
     results: dict[str, tuple[ToolResultBlock, BlockSource]] = field(default_factory=dict)
+    offloads: dict[str, ResultOffloaded] = field(default_factory=dict)
+    """`result_offloaded` lines waiting for the result they name (written before it)."""
 
     def needed(self) -> int:
         return max(self.calls, len(self.use_ids))
@@ -579,7 +581,10 @@ class _Folder:
         if call_id in wave.results:
             _corrupt(rec, "data.tool_use_id", f"call {call_id!r} was already answered in this wave")
         cause = "resume" if closed_by_resume(rec, result) else "tool_result"  # DESIGN.md §7
-        wave.results[call_id] = (tool_result_block(result), BlockSource(rec.seq, cause))
+        block = tool_result_block(result)
+        if call_id in wave.offloads:
+            block = {**block, "content": offloaded_content(wave.offloads.pop(call_id))}
+        wave.results[call_id] = (block, BlockSource(rec.seq, cause))
         if wave.complete():
             self._commit(rec, wave)
 
@@ -603,17 +608,25 @@ class _Folder:
         st.phase = Phase.IDLE
 
     def _offload(self, rec: Record) -> None:
+        """A `result_offloaded` inside its wave: before its `tool_result` (as the runtime writes
+        it) it waits for that result; after it, it replaces the result not yet committed."""
         wave = self.st.wave
         off = typed(rec, ResultOffloaded)
-        if self.st.phase is not Phase.WAVE or wave is None or off.tool_use_id not in wave.results:
+        call_id = off.tool_use_id
+        if self.st.phase is not Phase.WAVE or wave is None or (
+            call_id not in wave.results and call_id not in wave.called and call_id not in wave.use_ids
+        ):
             _corrupt(
                 rec,
                 "data.tool_use_id",
-                "a result is offloaded only inside its wave, after its tool_result (this build "
+                "a result is offloaded only inside its wave, next to its tool_result (this build "
                 "does not rewrite a committed result)",
             )
-        block, source = wave.results[off.tool_use_id]
-        wave.results[off.tool_use_id] = ({**block, "content": offloaded_content(off)}, source)
+        if call_id not in wave.results:
+            wave.offloads[call_id] = off
+            return
+        block, source = wave.results[call_id]
+        wave.results[call_id] = ({**block, "content": offloaded_content(off)}, source)
 
     def _steer(self, rec: Record) -> None:
         steer = typed(rec, SteerReceived)

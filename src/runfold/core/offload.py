@@ -1,0 +1,70 @@
+"""When a tool result leaves the window for the content store, and what stays (DESIGN.md §10).
+
+Pure: the decision (`content` larger than `offload_bytes`), the head cut on a UTF-8 boundary and
+the `result_offloaded` payload, so the live run, its tests and any fold agree on one rule. The
+runtime stores the bytes in the CAS and writes the line; the run fold puts `offloaded_content` of
+the line in the window.
+"""
+
+from __future__ import annotations
+
+from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.fold.run import offloaded_content
+from runfold.core.ids import is_hex64
+from runfold.core.payloads import ResultOffloaded
+from runfold.core.window import ContextSettings
+
+PAGING_TOOL = "read_result"
+"""The tool the model pages an offloaded result back with; its own results are never offloaded
+(a page the model asked for lands in the window, capped at `offload_bytes`)."""
+
+
+def utf8_head(data: bytes, limit: int) -> str:
+    """The longest prefix of `data` of at most `limit` bytes that ends on a UTF-8 character
+    boundary, decoded. `data` must be valid UTF-8 (a tool result's content always is)."""
+    end = min(limit, len(data))
+    while end > 0 and end < len(data) and (data[end] & 0xC0) == 0x80:
+        end -= 1  # data[end] continues a character: cut before that character
+    return data[:end].decode("utf-8")
+
+
+def should_offload(content: bytes, settings: ContextSettings) -> bool:
+    """True when a tool result's window content (`content`, the printer's UTF-8 bytes) is larger
+    than `settings.offload_bytes` (DESIGN.md §10)."""
+    return len(content) > settings.offload_bytes
+
+
+def offload_payload(tool_use_id: str, content: bytes, digest: str, settings: ContextSettings) -> ResultOffloaded:
+    """The `result_offloaded` line for a result whose `content` is stored as CAS object `digest`:
+    `locator` `cas:b3-<digest>`, `bytes` = len(content), `head` = its first `offload_head_bytes`
+    bytes (cut on a UTF-8 boundary), `bytes_removed` = bytes the window no longer carries
+    (`bytes` minus the size of `offloaded_content`, which replaces the result; never negative)."""
+    payload = ResultOffloaded(
+        tool_use_id=tool_use_id,
+        locator=f"cas:b3-{digest}",
+        head=utf8_head(content, settings.offload_head_bytes),
+        bytes=len(content),
+    )
+    payload.bytes_removed = max(0, len(content) - len(offloaded_content(payload).encode("utf-8")))
+    return payload
+
+
+def missing_offload(locator: str, tool_use_id: str, seq: int | None, action: str) -> RunfoldError:
+    """`E_STORAGE_FATAL` for an offloaded result whose CAS object is gone (DESIGN.md §10):
+    `action` says what needed it (replay, a fork, a page read); the subject names the locator.
+    Nothing is rewritten to get past it: the recovery says where the bytes still are."""
+    at = f" at seq {seq}" if seq is not None else ""
+    return RunfoldError(
+        ErrorCode.STORAGE_FATAL,
+        f"{action}: the offloaded result of tool call {tool_use_id!r} (result_offloaded{at}) is missing from the CAS",
+        locator,
+        "restore .runfold/cas from a copy of the workspace; the full result is also in that call's "
+        "tool_result line (`runfold show` it), and the ledger was left as it was",
+    )
+
+
+def offload_digest(payload: ResultOffloaded) -> str | None:
+    """The CAS hash a `result_offloaded` line names (None when its locator is not `cas:b3-<hex>`)."""
+    loc = payload.locator
+    digest = loc.removeprefix("cas:b3-")
+    return digest if loc.startswith("cas:b3-") and is_hex64(digest) else None
