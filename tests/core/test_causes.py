@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import itertools
 import re
 from pathlib import Path
 
@@ -38,7 +39,7 @@ WRITTEN_AT: dict[str, tuple[str, ...]] = {
         "runfold.core.fold.run:_Folder._tool_called",
         "runfold.core.fold.run:_Folder._commit",
     ),
-    "tool_result": ("runfold.core.fold.run:_Folder._tool_result",),
+    "tool_result": ("runfold.core.fold.run:_Folder._tool_result", "runfold.core.fold.why:_region_changes"),
     "resume": ("runfold.core.fold.run:_Folder._tool_result",),
 }
 """Where runfold attributes a block or a change to each cause (module:qualname)."""
@@ -114,11 +115,17 @@ def test_every_cause_has_a_docstring_naming_its_path() -> None:
     import runfold.core.causes as module
 
     body = next(
-        n for n in ast.parse(inspect.getsource(module)).body if isinstance(n, ast.ClassDef) and n.name == "Cause"
+        n
+        for n in ast.parse(inspect.getsource(module)).body
+        if isinstance(n, ast.ClassDef) and n.name == "Cause"
     ).body
     docs: dict[str, str] = {}
-    for node, after in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.Assign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+    for node, after in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+        ):
             docs[node.targets[0].id] = str(after.value.value)  # type: ignore[attr-defined]
     assert sorted(docs) == sorted(c.name for c in Cause)
     assert all(len(d) > 40 for d in docs.values())
@@ -150,7 +157,6 @@ def test_no_unlisted_place_writes_a_cause() -> None:
         found = _writers(name)
         listed = set(WRITTEN_AT.get(name, ()))
         extra = found - listed
-        assert not extra, (
-            f"{sorted(extra)} write the cause {name!r}: list them in WRITTEN_AT"
-            + (" (and drop it from NOT_YET)" if name in NOT_YET else "")
+        assert not extra, f"{sorted(extra)} write the cause {name!r}: list them in WRITTEN_AT" + (
+            " (and drop it from NOT_YET)" if name in NOT_YET else ""
         )

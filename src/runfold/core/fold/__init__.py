@@ -46,7 +46,7 @@ from runfold.core.fold.runs import (
     run_summaries,
     run_tree,
 )
-from runfold.core.fold.why import Change, Part, WhyReport, estimate_tokens, why
+from runfold.core.fold.why import Change, Part, WhyReport, why
 
 __all__ = [
     "DECISIONS",
@@ -69,7 +69,6 @@ __all__ = [
     "RunTally",
     "TreeNode",
     "WhyReport",
-    "estimate_tokens",
     "fold_run",
     "fork_point",
     "group_by_run",
