@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from runfold.core.canonical import Json, content_hash, encode_json
 from runfold.core.causes import CAUSES, Cause
 from runfold.core.errors import RunfoldError
-from runfold.core.fold.run import fold_run
+from runfold.core.fold.run import RunFold, fold_run
 from runfold.core.kinds import Kind
 from runfold.core.payloads import (
     ContextChanged,
@@ -244,7 +244,8 @@ class WhyReport:
     the billed calls of the lineage through the cut (None: no call billed input tokens);
     `next_request`: `(seq, hash)` of the run's first `model_called` after the cut. `window` and
     `request` are filled by `with_window` and `with_request` from what the caller read (the
-    config, the frozen prefix); None until then.
+    config, the frozen prefix); None until then. `fold`: the run fold through the cut (with
+    landing seqs) the parts were read from.
     """
 
     run: str
@@ -260,6 +261,7 @@ class WhyReport:
     settings: ContextSettings | None = None
     window: Window | None = None
     request: RequestFigure | None = None
+    fold: RunFold | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def total(self) -> Share:
@@ -296,11 +298,15 @@ class WhyReport:
     ) -> WhyReport:
         """This report with the model's window and the region budgets of `settings` (DESIGN.md
         §10): the window from `models` (default: runfold's table, `core.tokens.model_limits`),
-        `output` tokens reserved for the reply (None: the model's max output, else 0), budgets by
+        `output` tokens reserved for the reply (the run's max_tokens, at most the model's max output;
+        None: the model's max output, else 0), budgets by
         `core.window.budgets`. An unknown model or a prefix the window cannot fit is said in
         `Window.problem`, never raised: `why` explains a window, it does not refuse one."""
         limits = model_limits(self.model, models) if self.model else None
-        if output is not None:
+        cap = limits.max_output_tokens if limits is not None else None
+        if output is not None and cap is not None and cap < output:
+            reserve, reserve_from = cap, "the run's max_tokens, capped by the model's max output"
+        elif output is not None:
             reserve, reserve_from = output, "the run's max_tokens"
         elif limits is not None and limits.max_output_tokens is not None:
             reserve, reserve_from = limits.max_output_tokens, "the model's max output"
@@ -577,4 +583,5 @@ def why(
         model=model,
         calibration=calibration,
         next_request=following,
+        fold=fold,
     )
