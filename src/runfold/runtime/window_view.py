@@ -156,7 +156,7 @@ def window_view(
     report = fold_api.why(lines_by_run, run, at, since=since, tail=tail)
     fold = report.fold
     assert fold is not None
-    prefix = stored_prefix(fold, cas)
+    prefix = stored_prefix(report.prefix, report.prefix_seq, cas)
     report = report.with_window(
         config.context, config.models, prefix.max_tokens if prefix is not None else None
     )

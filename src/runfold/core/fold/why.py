@@ -244,7 +244,8 @@ class WhyReport:
     the billed calls of the lineage through the cut (None: no call billed input tokens);
     `next_request`: `(seq, hash)` of the run's first `model_called` after the cut. `window` and
     `request` are filled by `with_window` and `with_request` from what the caller read (the
-    config, the frozen prefix); None until then. `fold`: the run fold through the cut (with
+    config, the frozen prefix); None until then. `prefix`/`prefix_seq`: the `prompt_assembled`
+    in force at `asked` (for a request in flight, the one its turn assembled after the cut). `fold`: the run fold through the cut (with
     landing seqs) the parts were read from.
     """
 
@@ -261,6 +262,8 @@ class WhyReport:
     settings: ContextSettings | None = None
     window: Window | None = None
     request: RequestFigure | None = None
+    prefix: PromptAssembled | None = None
+    prefix_seq: int | None = None
     fold: RunFold | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
@@ -530,7 +533,18 @@ def why(
     """
     fold = fold_run(lines_by_run, run, at_seq, tail=tail, track_landing=True)
     records = list(fold.lineage.records())
-    prefix_parts, changes = _prefix_history(records)
+    # A turn the cut moved back from had already assembled its prefix: that is what its request
+    # carried (the lines between the cut and `asked` are that turn's, of the run owning the cut).
+    owner = fold.lineage.steps[-1].run
+    assembled = [
+        r
+        for r in lines_by_run.get(owner, ())
+        if fold.cut < r.seq <= fold.asked and r.known and r.kind is Kind.PROMPT_ASSEMBLED
+    ]
+    prefix_parts, changes = _prefix_history([*records, *assembled])
+    prefix, prefix_seq = fold.prefix, fold.prefix_seq
+    if assembled:
+        prefix, prefix_seq = assembled[-1].typed(PromptAssembled), assembled[-1].seq
     changes += _region_changes(records)
     parts: list[Part] = list(prefix_parts)
     landed = fold.landed or ()
@@ -583,5 +597,7 @@ def why(
         model=model,
         calibration=calibration,
         next_request=following,
+        prefix=prefix,
+        prefix_seq=prefix_seq,
         fold=fold,
     )
