@@ -161,3 +161,20 @@ def test_a_seq_outside_the_run_names_its_range(garden: tuple[Path, str], verb: s
     assert f"seqs {seqs[0]}–{seqs[-1]}" in r.err and "past the ledger's tail" in r.err
     r = run_cli(verb, run[:8], "--at", "0", "-w", ws, cwd=ws.parent)
     assert r.code == 2 and "not a line of this run" in r.err and f"seqs {seqs[0]}–{seqs[-1]}" in r.err
+
+
+def test_the_offline_count_uses_an_encoding_when_one_applies() -> None:
+    from runfold.providers.base import Request
+    from runfold.providers.tokens import count_offline, have_bpe
+
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hello world"}]}
+    raw = json.dumps(body).encode()
+    chat = count_offline(Request("openai-chat", "gpt-4o", body, raw))
+    if have_bpe():
+        assert (chat.method, chat.source, chat.fallback) == ("tokenizer", "o200k_base", None)
+        assert chat.tokens == 3 + 1 + 2 + 3  # per message, "user", "hello world", the reply priming
+    else:
+        assert chat.method == "estimate" and chat.fallback is not None and "bpe-openai" in chat.fallback
+    other = count_offline(Request("anthropic", "script", body, raw))
+    assert (other.method, other.tokens) == ("estimate", (len(raw) + 3) // 4)
+    assert other.fallback == "no tokenizer for the anthropic dialect of 'script'"
