@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from runfold.core import fold as fold_api
 from runfold.core.render import render_request, request_bytes
 from runfold.core.tokens import TokenCount
@@ -49,6 +51,7 @@ class WindowView:
         `messages` [{index, role, blocks: [{seq, cause, landed, bytes, block}]}] and `held`
         [{seq, text}]; the other regions: `parts` (empty until their tools exist)."""
         report, prefix = self.report, self.prefix
+        doc: dict[str, Any] = orjson.loads(prefix.document()) if prefix is not None else {}
         parts = report.parts
         texts = {s.slot: (s.text, s.edge) for s in prefix.system} if prefix is not None else {}
         segments = [
@@ -68,7 +71,7 @@ class WindowView:
             "bytes": table.bytes if table is not None else 0,
             "seq": table.seq if table is not None else None,
             "cause": table.cause if table is not None else None,
-            "table": [_tool(t) for t in prefix.tools] if prefix is not None else [],
+            "table": doc.get("tools", []),
         }
         conv = [p for p in parts if p.region == "conversation"]
         messages: list[dict[str, Any]] = []
@@ -110,26 +113,13 @@ class WindowView:
             "window": report.window.to_data() if report.window is not None else None,
             "request": report.request.to_data() if report.request is not None else None,
             "calibration": cal,
-            "settings": _settings(prefix) if prefix is not None else None,
+            "settings": {k: doc[k] for k in SETTINGS} if prefix is not None else None,
             "regions": regions,
         }
 
 
-def _tool(t: Any) -> dict[str, Any]:
-    obj: dict[str, Any] = {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-    if t.strict is not None:
-        obj["strict"] = t.strict
-    return obj
-
-
-def _settings(prefix: Prefix) -> dict[str, Any]:
-    return {
-        "max_tokens": prefix.max_tokens,
-        "thinking": prefix.thinking,
-        "cache_key": prefix.cache_key,
-        "temperature_milli": prefix.temperature_milli,
-        "stream": prefix.stream,
-    }
+SETTINGS: tuple[str, ...] = ("max_tokens", "thinking", "cache_key", "temperature_milli", "stream")
+"""The call settings of the prefix document that `context --json` shows."""
 
 
 def window_view(
