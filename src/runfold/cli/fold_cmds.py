@@ -307,7 +307,7 @@ def _window_lines(report: WhyReport) -> list[str]:
     if window is not None:
         limits = window.limits
         if limits is None or window.budgets is None:
-            lines.append(f"model {window.model or '?'}: {window.problem}")
+            lines.append(f"budgets: none — {window.problem}")
         if limits is not None:
             usable = f", input {limits.context_window - window.output}"
             lines.append(
@@ -337,7 +337,7 @@ def _window_lines(report: WhyReport) -> list[str]:
             f"  {use.region:<14} {use.bytes:>8} B  {use.tokens.tokens:>7} tok  {budget}{share}{of_window}"
         )
     methods = {_method(u.tokens) for u in report.regions_used()}
-    lines.append(f"  region tokens by {', '.join(sorted(methods))}; bytes/4 below: {TOKEN_ESTIMATE}")
+    lines.append(f"  region tokens by {', '.join(sorted(methods))}")
     return lines
 
 
@@ -381,7 +381,7 @@ def why_cmd(
     con.print(f"window: {total.bytes} bytes, {counted.tokens} tokens ({_method(counted)})", markup=False)
     for line in _window_lines(report):
         con.print(line, markup=False)
-    con.print("by region:", markup=False)
+    con.print(f"by region: (~tok {TOKEN_ESTIMATE})", markup=False)
     for region, share in report.by_region().items():
         con.print(f"  {region:<14} {share.bytes:>8} B  ~{share.tokens:>6} tok", markup=False)
     con.print("by cause:", markup=False)
