@@ -359,7 +359,7 @@ class Workspace(WorkspaceRuns):
                 )
         return frozenset(names)
 
-    # ---- folds: conversation, runs/tree and why (DESIGN.md §5–§7, §10); pure folds in core/fold.
+    # ---- folds: conversation, runs/tree (DESIGN.md §5–§7); pure folds in core/fold (why: api_runs).
 
     def lineage_lines(self, run: str) -> dict[str, list[Record]]:
         """The lines a fold of `run` reads: the run's and, for a fork, each mother's (recursively
@@ -399,15 +399,6 @@ class Workspace(WorkspaceRuns):
     def run_tree(self) -> list[fold_api.TreeNode]:
         """The runs arranged by fork, delegation and successor lineage (roots first)."""
         return fold_api.run_tree(self.run_summaries())
-
-    def why(self, run: str, at: int | None = None, since: int | None = None) -> fold_api.WhyReport:
-        """The window of `run` at the last safe cut point ≤ `at`, attributed per part, region and
-        cause (DESIGN.md §10), and the changes after `since`. Raises like `fold`."""
-        rid = self.resolve_run(run)
-        ledger = self._ledger()
-        return fold_api.why_report(
-            fold_api.lineage_lines(ledger.run_records, rid), rid, at, since=since, tail=ledger.next_seq - 1
-        )
 
     def request_at(self, run: str, at: int | None = None, dialect: str | None = None) -> ConversationView:
         """The conversation of `run` at the last safe cut point ≤ `at` rendered as the request

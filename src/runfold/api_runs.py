@@ -1,6 +1,7 @@
 """The part of `runfold.api.Workspace` that writes the ledger and drives runs: resume, fork,
-the shared writer, `arun` and its sync/iterator forms, control requests, replay and cost
-(DESIGN.md §5, §7).
+the shared writer, `arun` and its sync/iterator forms, control requests, and the views that need
+the CAS and the typed config: replay, the context window (`why`, `context`) and cost
+(DESIGN.md §5, §7, §10).
 
 `Workspace` inherits it; each method hands the workspace's writer and typed config to the
 runtime, imported when first called (`runfold.runtime.assemble` assembles every run), so opening
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from runfold.runtime.replay import ReplayReport
     from runfold.runtime.resume import ResumeReport
     from runfold.runtime.spec import RunHooks, RunSpec
+    from runfold.runtime.window_view import WindowView
     from runfold.store.bare import BareLedger
     from runfold.tools import Tool
 
@@ -316,6 +318,29 @@ class WorkspaceRuns:
         root = self._root if not self._bare else self._root.parent
         cas = Cas(root)
         return replay_run(fold_api.lineage_lines(ledger.run_records, rid), rid, cas.get_locator)
+
+    def context(self, run: str, at: int | None = None) -> WindowView:
+        """The window of `run` (id or prefix) at the last safe cut point ≤ `at`, region by region
+        as the model saw it: the system segments and the tool table from the frozen prefix in the
+        CAS, the conversation block by block with its seq and cause, tokens per region against
+        the budgets of `[context]` and the model's window of `[models]` (DESIGN.md §10). Raises
+        like `fold`, and `E_CONFIG_INVALID` for a bad config.toml."""
+        return self._window(run, at, None)
+
+    def why(self, run: str, at: int | None = None, since: int | None = None) -> fold_api.WhyReport:
+        """The window of `run` at the last safe cut point ≤ `at`, attributed per part, region and
+        cause, with budgets and token counts (see `context`), and the changes after `since`
+        (DESIGN.md §10). Raises like `context`."""
+        return self._window(run, at, since).report
+
+    def _window(self, run: str, at: int | None, since: int | None) -> WindowView:
+        from runfold.runtime.window_view import window_view
+
+        rid = self.resolve_run(run)
+        ledger = self._ledger()
+        lines = fold_api.lineage_lines(ledger.run_records, rid)
+        cas = Cas(self._root if not self._bare else self._root.parent)
+        return window_view(lines, rid, at, cas=cas, config=self.settings(), since=since, tail=ledger.next_seq - 1)
 
     def cost(self, run: str | None = None) -> CostReport:
         """Tokens and micro-USD by run, model and tool, with prompt-cache savings, for one run

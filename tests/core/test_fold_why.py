@@ -12,8 +12,9 @@ from test_fold_support import Book, MemLedger, RunBuilder, lines_of, rid, write_
 
 from runfold.core.canonical import encode_json
 from runfold.core.conversation import CAUSES
-from runfold.core.fold import estimate_tokens, fold_run, group_by_run, safe_points, why_report
+from runfold.core.fold import fold_run, group_by_run, safe_points, why_report
 from runfold.core.records import Draft
+from runfold.core.tokens import estimate_tokens
 
 
 @pytest.fixture(scope="module")

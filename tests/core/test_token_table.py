@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.core.fold import estimate_tokens
 from runfold.core.tokens import (
     CALIBRATED,
     ENCODINGS,
@@ -22,6 +21,7 @@ from runfold.core.tokens import (
     calibrate,
     calibrated_tokens,
     estimate,
+    estimate_tokens,
     merge_models,
     model_limits,
     window_tokens,

@@ -1,14 +1,14 @@
-"""`runfold conversation`, `fork`, `runs`, `tree`, `why`: the folds of the ledger as commands
+"""`runfold conversation`, `fork`, `runs`, `tree`, `why`, `context`: the folds of the ledger as commands
 (DESIGN.md §5–§7, §10).
 
 Each verb is a thin view over `runfold.api.Workspace`: the conversation a run would send at a
 seq (with the validator's verdict), a fork at a safe cut point, the runs and their lineage, and
-what fills the context window and why.
+what fills the context window and why, region by region against its budgets.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,10 @@ from runfold.cli.common import (
 )
 from runfold.core.ids import short_run_ids
 from runfold.core.messages import Block
+from runfold.core.tokens import TokenCount
+
+if TYPE_CHECKING:
+    from runfold.core.fold.why import WhyReport
 
 RunArg = Annotated[
     str,
@@ -298,7 +302,53 @@ def tree_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
         con.print(line, markup=False)
 
 
-# ---- why ----------------------------------------------------------------------------------
+# ---- why and context ----------------------------------------------------------------------
+
+
+def _method(count: TokenCount) -> str:
+    text = f"{count.method}: {count.source}"
+    return f"{text}; {count.fallback}" if count.fallback else text
+
+
+def _window_lines(report: WhyReport) -> list[str]:
+    """The model's window, the request's token count and each region against its budget."""
+    lines: list[str] = []
+    window = report.window
+    if window is not None:
+        limits = window.limits
+        if limits is None or window.budgets is None:
+            lines.append(f"budgets: none — {window.problem}")
+        if limits is not None:
+            usable = f", input {limits.context_window - window.output}"
+            lines.append(
+                f"model {window.model}: window {limits.context_window} tokens, "
+                f"reply reserve {window.output} ({window.output_from}){usable}"
+            )
+    req = report.request
+    if req is not None:
+        if req.sent_at is not None:
+            sent = f", sent at seq {req.sent_at}"
+        elif report.next_request is not None:
+            sent = f", not what seq {report.next_request[0]} sent (the window changed before it)"
+        else:
+            sent = ", not sent: no request followed the cut"
+        lines.append(
+            f"request at the cut: {req.dialect}, {req.bytes} B, {req.tokens.tokens} tokens "
+            f"({_method(req.tokens)}){sent}"
+        )
+    lines.append("regions (tokens against the budgets of [context]):")
+    for use in report.regions_used():
+        budget = f"budget {use.budget:>7}" if use.budget is not None else "budget       -"
+        if use.budget is not None and use.tokens.tokens > use.budget:
+            budget += " OVER"
+        share = f" ({use.budget_permille}‰)" if use.budget_permille is not None else ""
+        of_window = f"  {use.window_permille}‰ of the window" if use.window_permille is not None else ""
+        lines.append(
+            f"  {use.region:<14} {use.bytes:>8} B  {use.tokens.tokens:>7} tok  {budget}{share}{of_window}"
+        )
+    methods = {_method(u.tokens) for u in report.regions_used()}
+    lines.append(f"  region tokens by {', '.join(sorted(methods))}")
+    return lines
 
 
 def why_cmd(
@@ -312,11 +362,14 @@ def why_cmd(
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Explain the context window of a run at a seq: its size by region and by cause (bytes and
-    estimated tokens), then every change with the seq and cause that made it.
+    """Explain the context window of a run at a seq: the model's window and the region budgets,
+    the tokens of each region and of the whole request with the method that produced each
+    figure, its size by region and by cause, then every change with the seq and cause that made it.
 
-    Tokens are estimated as bytes/4 rounded up. A change with no cause of its own is shown as
-    unattributed, never given a neighbour's cause.
+    Token methods: `tokenizer` (an offline tokenizer counted the request), `calibrated` (bytes
+    times the ratio billed on the run's own calls), `estimate` (bytes/4 rounded up). The window
+    comes from [models] of config.toml or runfold's table, the budgets from [context]. A change
+    with no cause of its own is shown as unattributed, never given a neighbour's cause.
 
     \b
     Examples:
@@ -337,8 +390,11 @@ def why_cmd(
         f"run {report.run}  " + "\n".join(_cut_lines(report.asked, report.cut, report.moved)), markup=False
     )
     total = report.total
-    con.print(f"window: {total.bytes} bytes, ~{total.tokens} tokens ({TOKEN_ESTIMATE})", markup=False)
-    con.print("by region:", markup=False)
+    counted = report.tokens_of(total.bytes)
+    con.print(f"window: {total.bytes} bytes, {counted.tokens} tokens ({_method(counted)})", markup=False)
+    for line in _window_lines(report):
+        con.print(line, markup=False)
+    con.print(f"by region: (~tok {TOKEN_ESTIMATE})", markup=False)
     for region, share in report.by_region().items():
         con.print(f"  {region:<14} {share.bytes:>8} B  ~{share.tokens:>6} tok", markup=False)
     con.print("by cause:", markup=False)
@@ -351,11 +407,89 @@ def why_cmd(
     for c in report.changes:
         source = "" if c.source_seq in (None, c.seq) else f" (from seq {c.source_seq})"
         sign = "+" if c.bytes >= 0 else "-"
+        tokens = f" {c.recorded_tokens:+d} tok" if c.recorded_tokens is not None else ""
         con.print(
-            f"  seq {c.seq:>6}  {c.region:<12} {c.cause or UNATTRIBUTED:<12} {sign}{abs(c.bytes)} B  "
+            f"  seq {c.seq:>6}  {c.region:<12} {c.cause or UNATTRIBUTED:<12} {sign}{abs(c.bytes)} B{tokens}  "
             f"{c.what}{source}",
             markup=False,
         )
+
+
+def context_cmd(
+    ctx: typer.Context,
+    run: RunArg,
+    at: AtOption = None,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Print the context window of a run at a seq region by region, as the model saw it: the
+    system segments (from the frozen prefix in the content store), the tool table, the
+    conversation message by message and block by block with the seq and cause that put each
+    block there, and each region's tokens against its budget.
+
+    With --json: every text, schema and block exactly, the prefix's call settings, and the
+    request's size, BLAKE3 and token count (render them and you get the bytes replay rebuilds).
+
+    \b
+    Examples:
+      runfold context 0198f6a2
+      runfold context 0198f6a2 --at 12 --json
+    """
+    from runfold.api import Workspace
+    from runfold.core.fold.why import UNATTRIBUTED
+
+    as_json = want_json(ctx, json)
+    with Workspace.open(workspace) as ws:
+        view = ws.context(run, at)
+    data = view.to_data()
+    if as_json:
+        echo_json(data)
+        return
+    report = view.report
+    con = out_console()
+    con.print(
+        f"run {report.run}  " + "\n".join(_cut_lines(report.asked, report.cut, report.moved)), markup=False
+    )
+    for line in _window_lines(report):
+        con.print(line, markup=False)
+    for region in data["regions"]:
+        budget = f", budget {region['budget']}" if region["budget"] is not None else ""
+        con.print(
+            f"== {region['region']}: {region['bytes']} B, {region['tokens']['tokens']} tokens{budget}",
+            markup=False,
+        )
+        for seg in region.get("segments", ()):
+            text = (
+                "(text not in the content store)"
+                if seg["text"] is None
+                else _preview(seg["text"]) or "(blank: not sent)"
+            )
+            con.print(
+                f"  segment {seg['slot']} {seg['bytes']} B (seq {seg['seq']}, {seg['cause'] or UNATTRIBUTED})",
+                markup=False,
+            )
+            con.print(f"    {text}", markup=False)
+        tools = region.get("tools")
+        if tools is not None and (tools["bytes"] or tools["table"]):
+            names = ", ".join(t["name"] for t in tools["table"]) or "(table not in the content store)"
+            con.print(
+                f"  tools {tools['bytes']} B (seq {tools['seq']}, {tools['cause'] or UNATTRIBUTED}): {names}",
+                markup=False,
+            )
+        for msg in region.get("messages", ()):
+            con.print(f"  [{msg['index']}] {msg['role']}", markup=False)
+            for b in msg["blocks"]:
+                landed = f", landed at seq {b['landed']}" if b["landed"] not in (None, b["seq"]) else ""
+                con.print(
+                    f"      {_block_line(b['block'])}   ({b['bytes']} B, seq {b['seq']}, {b['cause']}{landed})",
+                    markup=False,
+                )
+        for held in region.get("held", ()):
+            con.print(
+                f"  held (not yet delivered): {_preview(held['text'])}   (seq {held['seq']})", markup=False
+            )
+    if not view.prefix:
+        con.print("prefix: not recorded in the content store; sizes only for the system region", markup=False)
 
 
 # ---- registration -------------------------------------------------------------------------
@@ -368,3 +502,4 @@ def register(app: typer.Typer) -> None:
     app.command("runs", epilog=EXIT_CODES_HELP)(runs_cmd)
     app.command("tree", epilog=EXIT_CODES_HELP)(tree_cmd)
     app.command("why", epilog=EXIT_CODES_HELP)(why_cmd)
+    app.command("context", epilog=EXIT_CODES_HELP)(context_cmd)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from runfold.core.causes import CAUSES as CAUSES  # the §10 wire names, one source
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.messages import (
     Block,
@@ -26,23 +27,6 @@ from runfold.core.messages import (
     text_block,
 )
 from runfold.core.speakers import parse_source
-
-CAUSES: tuple[str, ...] = (
-    "seed",
-    "message",
-    "model_reply",
-    "tool_result",
-    "produced_part",
-    "compaction",
-    "transform",
-    "context_tool",
-    "hook",
-    "fan_out",
-    "interaction",
-    "resume",
-    "framework",
-)
-"""The causes of DESIGN.md §10, wire names pinned (never renamed)."""
 
 Shape = Literal["first", "extended", "reopened", "rewritten"]
 """How a request's conversation relates to the previous request's (`prompt_shape_compared`)."""

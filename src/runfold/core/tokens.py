@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.core.fold.why import estimate_tokens
 
 TokenMethod = Literal["tokenizer", "provider_count", "calibrated", "estimate"]
 """How a token figure was produced (wire names, pinned): `tokenizer` — the model's own tokenizer
@@ -53,6 +52,11 @@ class TokenCount:
 
 
 # -- the estimate and its calibration ------------------------------------------------------------
+
+
+def estimate_tokens(n_bytes: int) -> int:
+    """Estimated tokens for `n_bytes` bytes: ceil(n_bytes / 4) (the `estimate` method)."""
+    return (n_bytes + 3) // 4
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,22 @@ async def count_request(
             fallback = f"the count_tokens endpoint failed ({err.action})"
         else:
             return TokenCount(tokens, PROVIDER_COUNT, "/v1/messages/count_tokens")
-    elif request.dialect in ("openai-chat", "openai-responses"):
+    else:
+        return count_offline(request, calibration=calibration, models=models)
+    return estimate(size, calibration, fallback)
+
+
+def count_offline(
+    request: Request,
+    *,
+    calibration: Calibration | None = None,
+    models: Mapping[str, ModelLimits] | None = None,
+) -> TokenCount:
+    """The prompt tokens of `request` counted here, without a provider or the network: the
+    OpenAI encoding of the model in `models` (default: the built-in table) for the OpenAI
+    dialects when `bpe-openai` is installed, else `estimate(len(request.body_bytes),
+    calibration)` with `fallback` saying why. Never raises for a counter's absence."""
+    if request.dialect in ("openai-chat", "openai-responses"):
         limits = model_limits(request.model, models)
         if limits is None or limits.encoding is None:
             fallback = f'no encoding is known for {request.model!r}; set [models."{request.model}"].encoding'
@@ -215,4 +230,4 @@ async def count_request(
             return count_openai(request, limits.encoding)
     else:
         fallback = f"no tokenizer for the {request.dialect} dialect of {request.model!r}"
-    return estimate(size, calibration, fallback)
+    return estimate(len(request.body_bytes), calibration, fallback)

@@ -18,7 +18,7 @@ from runfold.core.canonical import content_hash, encode_json
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.locator import CasLocator, parse_locator
 from runfold.core.messages import Message
-from runfold.core.payloads import BytesRef, Segment
+from runfold.core.payloads import BytesRef, PromptAssembled, Segment
 from runfold.core.render import DIALECTS, RequestSpec, SystemSegment, ToolSpec, render, tools_bytes
 from runfold.core.render.spec import check_dialect
 from runfold.core.validate import validate
@@ -260,18 +260,23 @@ class ConversationView:
     with_prefix: bool
 
 
+def stored_prefix(assembled: PromptAssembled | None, seq: int | None, cas: Cas) -> Prefix | None:
+    """The frozen prefix the `prompt_assembled` line `assembled` (at `seq`) stored in `cas` (None
+    when there is none or it stored none, e.g. a foreign ledger). Raises `E_PATH_NOT_FOUND` for
+    a missing object, `E_LEDGER_CORRUPT` for one that is not a prefix document."""
+    locator = assembled.prefix if assembled is not None else None
+    loc = parse_locator(locator) if locator else None
+    if not isinstance(loc, CasLocator):
+        return None
+    return Prefix.load(cas.get_locator(loc), f"{locator} (prompt_assembled at seq {seq})")
+
+
 def conversation_view(fold: fold_api.RunFold, dialect: str | None, cas: Cas) -> ConversationView:
     """`fold`'s conversation rendered as the request body of `dialect` (None: the run's own
     dialect from its frozen prefix in `cas`, else `anthropic`) and validated for every dialect.
     Raises `E_INVALID_ARGS` for an unknown dialect, `E_PATH_NOT_FOUND` for a missing prefix
     object, `E_LEDGER_CORRUPT` for one that is not a prefix document."""
-    prefix: Prefix | None = None
-    locator = fold.prefix.prefix if fold.prefix is not None else None
-    if locator:
-        loc = parse_locator(locator)
-        if isinstance(loc, CasLocator):
-            where = f"{locator} (prompt_assembled at seq {fold.prefix_seq})"
-            prefix = Prefix.load(cas.get_locator(loc), where)
+    prefix = stored_prefix(fold.prefix, fold.prefix_seq, cas)
     chosen = check_dialect(dialect or (prefix.dialect if prefix is not None else "anthropic"))
     messages = fold.messages
 

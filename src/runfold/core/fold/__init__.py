@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         run_summaries,
         run_tree,
     )
-    from runfold.core.fold.why import Change, Part, WhyReport, estimate_tokens, why_report
+    from runfold.core.fold.why import Change, Part, WhyReport, why_report
 
 __all__ = [
     "DECISIONS",
@@ -73,7 +73,6 @@ __all__ = [
     "RunTally",
     "TreeNode",
     "WhyReport",
-    "estimate_tokens",
     "fold_run",
     "fork_point",
     "group_by_run",
@@ -116,7 +115,6 @@ _HOMES: dict[str, str] = {
     "SAFE_PHASES": "runfold.core.fold.run",
     "TreeNode": "runfold.core.fold.runs",
     "WhyReport": "runfold.core.fold.why",
-    "estimate_tokens": "runfold.core.fold.why",
     "fold_run": "runfold.core.fold.run",
     "fork_point": "runfold.core.fold.run",
     "group_by_run": "runfold.core.fold.run",
