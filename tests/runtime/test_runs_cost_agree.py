@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 from typing import Any
 
 from rt_support import call, text
@@ -69,3 +70,15 @@ def test_runs_and_cost_agree_before_and_after_a_price_is_added(ws: Workspace) ->
     priced = (2200 * 3_000_000 + 30 * 15_000_000 + 4000 * 300_000) // 1_000_000
     assert row["cost_usd_micros"] == priced
     assert cost["total"]["cache_savings_usd_micros"] == 4000 * (3_000_000 - 300_000) // 1_000_000
+
+
+def test_a_free_model_without_recorded_usage_costs_zero_in_runs_and_cost() -> None:
+    """The foreign fixture's scripted replies record no usage: a free model (every token kind
+    priced 0) still costs $0, the same in `runs` and `cost`; tokens stay unknown."""
+    fixture = Path(__file__).resolve().parents[2] / "examples" / "sprawling-golden-p0.jsonl"
+    with Workspace.open(fixture) as ws:
+        (summary,) = ws.run_summaries()
+        report = ws.cost()
+    assert summary.cost_usd_micros == 0
+    assert report.total.billed_usd_micros == 0
+    assert report.total.usage_known is False

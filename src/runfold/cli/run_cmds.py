@@ -320,9 +320,17 @@ def cost_cmd(
     )
     if t.billed_usd_micros is None:
         unknown = sorted(r.key for r in report.models if r.billed_usd_micros is None)
-        lines.append(
-            "unknown: no price for " + ", ".join(unknown) + '; add [prices."<model>"] to .runfold/config.toml'
-        )
+        no_usage = sorted(r.key for r in report.models if r.billed_usd_micros is None and not r.usage_known)
+        priced = [m for m in unknown if m not in no_usage]
+        if priced:
+            lines.append(
+                "unknown: no price for " + ", ".join(priced) + '; add [prices."<model>"] to .runfold/config.toml'
+            )
+        if no_usage:
+            lines.append(
+                "unknown: " + ", ".join(no_usage) + " recorded no token usage on some replies, so their cost "
+                "cannot be computed"
+            )
     out_console().print("\n".join(lines), markup=False, highlight=False)
 
 

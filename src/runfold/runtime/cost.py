@@ -50,7 +50,8 @@ def workspace_pricing(prices: Mapping[str, Price] | None) -> TablePricing:
 class CostRow:
     """Totals for one run or one model: `calls` (replies), token `usage`, `billed_usd_micros`
     (None when any reply's price is unknown) and `cache_savings_usd_micros` (what cache reads saved
-    against the input price; None when the price is unknown)."""
+    against the input price; None when the price is unknown); `usage_known` is False when a reply
+    recorded no token usage."""
 
     key: str
     calls: int = 0
@@ -58,6 +59,7 @@ class CostRow:
     billed_usd_micros: int | None = 0
     cache_savings_usd_micros: int | None = 0
     models: set[str] = field(default_factory=set)
+    usage_known: bool = True
 
     @classmethod
     def of(cls, key: str, tally: Tally) -> CostRow:
@@ -68,6 +70,7 @@ class CostRow:
             tally.cost_usd_micros,
             tally.cache_savings_usd_micros,
             set(tally.models),
+            tally.tokens_known,
         )
 
 

@@ -58,8 +58,14 @@ def reply_cost(
 ) -> tuple[int | None, int | None]:
     """The rule that prices one reply (DESIGN.md §3): `(cost, cache savings)` in micro-USD. The
     cost is the recorded `billed_usd_micros` when the line has one, else the price table's cost
-    of its tokens; either is None when the reply recorded no usage or no price is known."""
-    if tokens is None or prices is None:
+    of its tokens; a reply that recorded no usage costs 0 on a free model (every token kind
+    priced 0, e.g. the scripted and local models), else its cost is unknown; either figure is
+    None when no price is known."""
+    if prices is None:
+        return billed, None
+    if tokens is None:
+        if billed is None and prices.cost(model, dict.fromkeys(TOKEN_KEYS, 1)) == 0:
+            return 0, 0
         return billed, None
     return (billed if billed is not None else prices.cost(model, tokens)), prices.cache_savings(model, tokens)
 
