@@ -18,6 +18,7 @@ from runfold.core.fold.runs import RunTally
 from runfold.core.payloads import Evidence
 from runfold.core.records import Record
 from runfold.providers.base import Provider, StreamCallback, Usage
+from runfold.runtime.compaction import WindowConfig
 from runfold.runtime.control import RunControl, Steer
 from runfold.runtime.cost import usage_of
 from runfold.runtime.prefix import Prefix
@@ -46,7 +47,9 @@ class RunOptions:
       lines (default: the room, or `agent`);
     - `retry`: the back-off policy; `tool_timeout_s`: ceiling per tool call in seconds;
     - `note`: the runtime's word written as the run's first `steer_received` (source `runtime`),
-      e.g. why a successor continues its predecessor (DESIGN.md §7).
+      e.g. why a successor continues its predecessor (DESIGN.md §7);
+    - `window`: the model's window and the `[context]` settings the turn boundary compacts and
+      reminds by (`runtime.compaction`, DESIGN.md §10); None: the window is not managed.
     """
 
     task: str
@@ -58,6 +61,7 @@ class RunOptions:
     agent: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     note: str | None = None
+    window: WindowConfig | None = None
 
 
 @dataclass(frozen=True)
