@@ -89,6 +89,7 @@ def test_a_summary_call_that_fails_leaves_the_window_and_the_run_goes_on(tmp_pat
 @pytest.mark.parametrize("dialect", ["anthropic", "openai-chat", "openai-responses"])
 def test_every_cut_of_a_compacted_run_validates_and_forks_see_their_side(tmp_path: Path, dialect: str) -> None:
     ws, out, p = _summary_run(tmp_path, [reply(say("Summary of the reads."))] * 6, dialect, n=6)
+    check_run(ws, out.run_id, p.requests)
     lines = ws.records(run=out.run_id)
     first_change = next(r.seq for r in lines if r.kind is Kind.CONTEXT_CHANGED)
     for rec in lines:

@@ -64,9 +64,10 @@ def summary_text(summary: str) -> str:
 def summary_request_messages(messages: Sequence[Message], through: int) -> list[Message]:
     """The messages of the summary call that replaces `messages[1:through]`: those
     `messages[:through]`, the last (a user message) extended with the runtime's `SUMMARY_ASK`."""
-    head = [{"role": m["role"], "content": list(m["content"])} for m in messages[:through]]
-    head[-1]["content"].append(text_block(Runtime().render(SUMMARY_ASK)))
-    return head  # type: ignore[return-value]
+    head: list[Message] = [{"role": m["role"], "content": list(m["content"])} for m in messages[:through]]
+    last: list[Block] = head[-1]["content"]
+    last.append(text_block(Runtime().render(SUMMARY_ASK)))
+    return head
 
 
 def _is_cleared(block: Block) -> bool:

@@ -252,7 +252,7 @@ class WindowManager:
         first_at = sent_ms + reply.first_byte_us // 1000 if reply.first_byte_us is not None else None
         rec = loop._write(
             ModelReturned(
-                message={"content": [dict(b) for b in blocks]},  # type: ignore[misc]
+                message={"content": [dict(b) for b in blocks]},
                 calls=sum(1 for b in blocks if b["kind"] == "tool_use"),
                 stop=reply.stop,
                 usage=usage.to_data() if usage is not None else None,
@@ -283,7 +283,7 @@ class WindowManager:
 
 
 def _bytes(messages: list[Message]) -> int:
-    return len(encode_json([dict(m) for m in messages]))  # type: ignore[arg-type]
+    return len(encode_json([dict(m) for m in messages]))
 
 
 def _delta(old: list[Message], new: list[Message], change: Change) -> tuple[int, int]:

@@ -33,7 +33,6 @@ from typing import NoReturn, TypeVar, assert_never
 from runfold.core.canonical import encode_json
 from runfold.core.compaction import COMPACTION, Change, apply_change, is_compaction_call
 from runfold.core.conversation import BlockSource, Conversation
-from runfold.core.window import STRATEGIES
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.fold.resume import closed_by_resume
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
@@ -55,6 +54,7 @@ from runfold.core.payloads import (
 from runfold.core.records import Record
 from runfold.core.speakers import render_opening, render_steer
 from runfold.core.tool_result import tool_result_block, tool_use_block_of
+from runfold.core.window import STRATEGIES
 
 P = TypeVar("P", bound=Payload)
 
