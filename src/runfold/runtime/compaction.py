@@ -8,7 +8,7 @@ exactly the window replay and forks rebuild. A summary is made by a model call o
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -20,13 +20,16 @@ from runfold.core.compaction import (
     Change,
     apply_change,
     change_data,
+    is_compaction_call,
     plan_clear,
     plan_summary,
     summary_request_messages,
 )
 from runfold.core.errors import RunfoldError
+from runfold.core.kinds import Kind
 from runfold.core.messages import Message, check_block
 from runfold.core.payloads import BytesRef, ContextChanged, ModelCalled, ModelReturned, SteerReceived
+from runfold.core.records import Record
 from runfold.core.render import render_request, request_bytes
 from runfold.core.tokens import Calibration, calibrate, estimate, model_limits, window_tokens
 from runfold.core.validate import ensure_valid
@@ -43,7 +46,7 @@ DEFAULT_WINDOW: Final = 32_768
 """The context window (tokens) assumed for a model neither `[models]` nor the provider names:
 conservative, so an unknown model is compacted early rather than refused."""
 
-LOW_WATER_PERMILLE: Final = 750
+LOW_WATER_PERMILLE: Final = 700
 """A compaction goes on, strategy after strategy, until the conversation takes at most this
 share of its budget, so the next compaction is many turns away (the prompt cache holds)."""
 
@@ -91,6 +94,31 @@ def conversation_tokens(request_len: int, prefix_len: int, calibration: Calibrat
     return estimate(max(0, request_len - prefix_len), calibration).tokens
 
 
+def request_measures(lines: Sequence[Record], prefix_len: int) -> list[tuple[int, int, bool]]:
+    """`(seq, conversation tokens, is a summary call)` of every `model_called` of a run's own
+    `lines`, measured as the trigger measured it before that request: the calibration of the
+    replies before it (the live loop learns from its own conversation's replies only)."""
+    pairs: list[tuple[int, int]] = []
+    calibration: Calibration | None = None
+    out: list[tuple[int, int, bool]] = []
+    pending: int | None = None
+    for rec in lines:
+        if not rec.known:
+            continue
+        if rec.kind is Kind.MODEL_CALLED:
+            called = rec.typed(ModelCalled)
+            summary = is_compaction_call(called)
+            out.append((rec.seq, conversation_tokens(called.request.bytes, prefix_len, calibration), summary))
+            pending = None if summary else called.request.bytes
+        elif rec.kind is Kind.MODEL_RETURNED and pending is not None:
+            usage = rec.typed(ModelReturned).usage
+            if usage:
+                pairs.append((pending, window_tokens(usage)))
+                calibration = calibrate(pairs)
+            pending = None
+    return out
+
+
 def prefix_bytes(prefix: Prefix) -> int:
     """Bytes of a request holding the frozen prefix and no message."""
     return len(request_bytes(render_request(prefix.dialect, prefix.spec(())).body))
@@ -98,21 +126,23 @@ def prefix_bytes(prefix: Prefix) -> int:
 
 class WindowManager:
     """One run's window manager; the run loop calls `at_boundary` before every assembly and
-    `observe` after every reply of its own conversation. Raises `E_CONFIG_INVALID` at
-    construction when the frozen prefix does not fit the window (`core.window.budgets`)."""
+    `observe` after every reply of its own conversation.
+
+    The conversation's budget is its share of the input window (`core.window.budgets`), at most
+    what the frozen prefix leaves of it: a prefix larger than its `system` share takes from the
+    conversation instead of refusing a run that fits. Raises `E_CONFIG_INVALID` at construction
+    when the window is not larger than the output reserve or the prefix alone does not fit."""
 
     def __init__(self, loop: RunLoop, config: WindowConfig) -> None:
         self.loop = loop
         self.config = config
         self.prefix_len = prefix_bytes(loop.prefix)
-        self.budgets: Budgets = budgets(
-            config.settings,
-            config.window,
-            config.output,
-            estimate(self.prefix_len).tokens,
-            loop.provider.model,
-        )
-        self.budget = self.budgets.regions["conversation"]
+        prefix_tokens = estimate(self.prefix_len).tokens
+        model = loop.provider.model
+        self.budgets: Budgets = budgets(config.settings, config.window, config.output, 0, model)
+        if prefix_tokens > self.budgets.input:
+            budgets(config.settings, config.window, config.output, prefix_tokens, model)  # raises
+        self.budget = min(self.budgets.regions["conversation"], self.budgets.input - prefix_tokens)
         self.pairs: list[tuple[int, int]] = []
         self.calibration: Calibration | None = None
         self.reminded: set[int] = set()
@@ -135,6 +165,8 @@ class WindowManager:
         call's `model_called`/`model_returned`, and `runtime` steers."""
         settings = self.config.settings
         tokens, _ = self.measure()
+        if self._remind(tokens):
+            tokens, _ = self.measure()
         if tokens > self.budget and settings.compaction:
             target = self.budget * LOW_WATER_PERMILLE // PER_MILLE
             for strategy in settings.compaction:
@@ -147,7 +179,6 @@ class WindowManager:
                     self.reminded.clear()
                     if tokens <= target:
                         break
-        self._remind(tokens)
 
     # ---- strategies ----------------------------------------------------------------------
 
@@ -268,18 +299,20 @@ class WindowManager:
 
     # ---- reminders -----------------------------------------------------------------------
 
-    def _remind(self, tokens: int) -> None:
+    def _remind(self, tokens: int) -> bool:
         """One `runtime` steer when the share of the budget left first falls to a threshold of
-        `reminders_permille` in this compaction cycle (the lowest crossed, once)."""
-        if self.budget <= 0:
-            return
-        left = max(0, (self.budget - tokens) * PER_MILLE // self.budget)
+        `reminders_permille` in this compaction cycle (the lowest crossed, once); True if written.
+        A conversation already past its budget gets none: it is compacted instead."""
+        if self.budget <= 0 or tokens > self.budget:
+            return False
+        left = (self.budget - tokens) * PER_MILLE // self.budget
         crossed = [t for t in self.config.settings.reminders_permille if left <= t and t not in self.reminded]
         if not crossed:
-            return
+            return False
         self.reminded.update(t for t in self.config.settings.reminders_permille if left <= t)
-        text = REMINDER.format(left=left, tokens=max(0, self.budget - tokens))
+        text = REMINDER.format(left=left, tokens=self.budget - tokens)
         self.loop._write(SteerReceived(source="runtime", text=text), who=RUNTIME)
+        return True
 
 
 def _bytes(messages: list[Message]) -> int:
