@@ -5,7 +5,10 @@ Usage: python bench/compaction.py [--quick] [--turns N] [--json PATH]. It report
 within its budget (measured as the trigger measures, `runtime.compaction.request_measures`), the
 number of compactions by strategy, per-turn CPU time and ledger bytes of the last 10% of the
 turns after the first compaction against the first 10% (flat: within 10%), and whether replay
-rebuilds every request byte-exact. `--quick` runs 400 turns.
+rebuilds every request byte-exact; and the share of each request's bytes that open like the
+previous request's (what a provider's prefix cache could serve) after a compaction and
+otherwise — the provider test server only echoes scripted usage, so the share is computed from
+the request bytes. `--quick` runs 400 turns.
 """
 
 from __future__ import annotations
@@ -52,6 +55,18 @@ def blob(n: int) -> str:
     return (head + "lorem ipsum dolor sit amet " * (RESULT_BYTES // 27 + 1))[:RESULT_BYTES]
 
 
+def common_prefix(a: bytes, b: bytes) -> int:
+    """How many leading bytes `a` and `b` share."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # the largest n with a[:n] == b[:n] (binary search, memcmp speed)
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 @dataclass
 class BenchModel:
     """A scripted model without a script: a `blob` call per turn until `turns`, then an answer;
@@ -62,11 +77,18 @@ class BenchModel:
     model: str = "bench-model"
     settings: CallSettings = field(default_factory=lambda: CallSettings(max_tokens=1024))
     done: int = 0
+    shares: list[int] = field(default_factory=list)
+    """Per request of the run's conversation: per-mille of its bytes that open with the same
+    bytes as the previous such request (what a prefix cache could serve)."""
+    previous: bytes = b""
 
     async def complete(self, request: Request, on_delta: StreamCallback | None = None) -> Reply:
         usage = Usage(input=len(request.body_bytes) // 4, output=20)
         if SUMMARY_ASK.encode() in request.body_bytes:
             return Reply([{"kind": "text", "text": f"Read parts 0 to {self.done - 1}; each is lorem ipsum."}], "end_turn", usage)
+        body = request.body_bytes
+        self.shares.append(1000 * common_prefix(self.previous, body) // max(1, len(body)))
+        self.previous = body
         if self.done >= self.turns:
             return Reply([{"kind": "text", "text": "done"}], "end_turn", usage)
         n = self.done
@@ -92,6 +114,8 @@ class Result:
     replay_exact: bool
     replay_summary: str
     seconds: float
+    cacheable_after: int = 0
+    cacheable_else: int = 0
 
     @property
     def flat(self) -> bool:
@@ -138,6 +162,9 @@ async def measure(turns: int, root: Path) -> Result:
     steps = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(marks[start:], marks[start + 1 :], strict=False)]
     k = max(1, len(steps) // 10)
     first, last = steps[:k], steps[-k:]
+    shapes = [str(r.env.data["conversation"]) for r in lines if r.kind_name == "prompt_shape_compared"]
+    after = [sh for sh, kind in zip(model.shares, shapes, strict=False) if kind == "rewritten"]
+    other = [sh for sh, kind in zip(model.shares, shapes, strict=False) if kind == "extended"]
     report = ws.replay(out.run_id)
     ws.close()
     return Result(
@@ -153,6 +180,8 @@ async def measure(turns: int, root: Path) -> Result:
         replay_exact=report.ok,
         replay_summary=report.summary(),
         seconds=seconds,
+        cacheable_after=sum(after) // max(1, len(after)),
+        cacheable_else=sum(other) // max(1, len(other)),
     )
 
 
@@ -164,6 +193,8 @@ def lines_of(r: Result) -> list[str]:
         f"per-turn CPU after the first compaction: first 10% {r.cpu_us_first:.0f} µs, last 10% {r.cpu_us_last:.0f} µs",
         f"per-turn ledger bytes: first 10% {r.bytes_first:.0f}, last 10% {r.bytes_last:.0f}",
         f"flat (within 10%): {'met' if r.flat else 'NOT met'}",
+        f"request bytes a prefix cache could serve: {r.cacheable_after}‰ on the request after a "
+        f"compaction, {r.cacheable_else}‰ on the others",
         f"replay: {r.replay_summary}",
     ]
 
