@@ -86,3 +86,32 @@ def test_reminders_come_through_the_steer_door_once_per_threshold_per_cycle(tmp_
     assert all(not t.startswith("user:") for t in texts if "of its budget left" in t)
     check_run(ws, out.run_id, p.requests)
     ws.close()
+
+
+def test_a_run_cancelled_during_its_summary_call_folds_and_continues(tmp_path: Path) -> None:
+    import asyncio
+
+    from runfold.core.records import Record
+
+    root = tmp_path / "ws"
+    ws = workspace(root, window=5000)
+    _files(root, 8, 300)
+    turns = [reply(say(f"r{i} " + "w" * 1500), read(f"c{i}", f"f{i}.txt")) for i in range(8)]
+    p = two_scripts(turns, [{**reply(say("late summary")), "delay_ms": 5000}])
+    cancel = asyncio.Event()
+
+    def on_event(rec: Record) -> None:
+        if rec.kind_name == "model_called" and rec.env.data.get("purpose") == "compaction":
+            cancel.set()
+
+    out = ws.run("read them", model=p, builtin_tools=["read_file"], on_event=on_event, cancel=cancel)
+    assert out.completion == "cancelled", out.reason
+    lines = ws.records(run=out.run_id)
+    failed = [c for c in changes(lines) if c.get("failed")]
+    assert failed and "cancelled" in failed[0]["failed"]
+    check_run(ws, out.run_id, p.requests)
+    q = two_scripts([reply(say("done"))], [reply(say("summary"))] * 2)
+    second = ws.continue_run(out.run_id, model=q, builtin_tools=["read_file"])
+    assert second.completion == "done", second.reason
+    check_run(ws, second.run_id, q.requests)
+    ws.close()
