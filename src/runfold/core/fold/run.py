@@ -88,9 +88,11 @@ class Decision(enum.StrEnum):
     MARK_SENT = "mark_sent"
     """`prompt_shape_compared`: the conversation is marked sent."""
     CALL = "call"
-    """`model_called`: a request leaves (marked sent here when the turn had no comparison)."""
+    """`model_called`: a request leaves (marked sent here when the turn had no comparison); a
+    summary call's (`purpose: compaction`) changes nothing, at a turn boundary."""
     REPLY = "reply"
-    """`model_returned`: the reply; with calls it opens a wave."""
+    """`model_returned`: the reply; with calls it opens a wave. A summary call's reply does not
+    join the conversation (its text arrives with the `context_changed` that uses it)."""
     TOOL_CALL = "tool_call"
     """`tool_called`: a call of the open wave (its `tool_use` when the reply lacks it)."""
     TOOL_RESULT = "tool_result"
@@ -101,8 +103,8 @@ class Decision(enum.StrEnum):
     """`steer_received`: user content (cause `message`), held when the open message was sent."""
     REGION = "region"
     """`context_changed`: a change to a region; for the conversation region a compaction at a
-    turn boundary (`core.compaction.apply_change`). A summary call's `model_called` and
-    `model_returned` (marked `purpose: compaction`) leave the conversation as it was."""
+    turn boundary, applied by `core.compaction.apply_change` (an unknown strategy is refused,
+    `E_LOG_VERSION_UNSUPPORTED`, never skipped)."""
     FREEZE = "freeze"
     """`run_frozen`: the run ends; an incomplete wave is dropped."""
     NO_WINDOW_EFFECT = "no_window_effect"
