@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from runfold.core.canonical import content_hash, encode_json
@@ -94,11 +94,30 @@ def conversation_tokens(request_len: int, prefix_len: int, calibration: Calibrat
     return estimate(max(0, request_len - prefix_len), calibration).tokens
 
 
+@dataclass
+class _Billed:
+    """Running totals of billed calls: `calibrate` over every call so far, in O(1) per call."""
+
+    bytes: int = 0
+    tokens: int = 0
+    samples: int = 0
+    calibration: Calibration | None = None
+
+    def add(self, request_len: int, tokens: int) -> Calibration | None:
+        if request_len > 0 and tokens > 0:
+            self.bytes += request_len
+            self.tokens += tokens
+            self.samples += 1
+            total = calibrate([(self.bytes, self.tokens)])
+            self.calibration = replace(total, samples=self.samples) if total is not None else None
+        return self.calibration
+
+
 def request_measures(lines: Sequence[Record], prefix_len: int) -> list[tuple[int, int, bool]]:
     """`(seq, conversation tokens, is a summary call)` of every `model_called` of a run's own
     `lines`, measured as the trigger measured it before that request: the calibration of the
     replies before it (the live loop learns from its own conversation's replies only)."""
-    pairs: list[tuple[int, int]] = []
+    billed = _Billed()
     calibration: Calibration | None = None
     out: list[tuple[int, int, bool]] = []
     pending: int | None = None
@@ -113,8 +132,7 @@ def request_measures(lines: Sequence[Record], prefix_len: int) -> list[tuple[int
         elif rec.kind is Kind.MODEL_RETURNED and pending is not None:
             usage = rec.typed(ModelReturned).usage
             if usage:
-                pairs.append((pending, window_tokens(usage)))
-                calibration = calibrate(pairs)
+                calibration = billed.add(pending, window_tokens(usage))
             pending = None
     return out
 
@@ -143,7 +161,7 @@ class WindowManager:
         if prefix_tokens > self.budgets.input:
             budgets(config.settings, config.window, config.output, prefix_tokens, model)  # raises
         self.budget = min(self.budgets.regions["conversation"], self.budgets.input - prefix_tokens)
-        self.pairs: list[tuple[int, int]] = []
+        self.billed = _Billed()
         self.calibration: Calibration | None = None
         self.reminded: set[int] = set()
         self.compactions = 0
@@ -151,8 +169,7 @@ class WindowManager:
     def observe(self, request_len: int, usage: Mapping[str, Any] | None) -> None:
         """Learn tokens per byte from a billed call (`core.tokens.calibrate`)."""
         if usage:
-            self.pairs.append((request_len, window_tokens(usage)))
-            self.calibration = calibrate(self.pairs)
+            self.calibration = self.billed.add(request_len, window_tokens(usage))
 
     def measure(self) -> tuple[int, int]:
         """(conversation tokens, request bytes) of the request the conversation renders now."""
