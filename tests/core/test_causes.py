@@ -41,12 +41,16 @@ WRITTEN_AT: dict[str, tuple[str, ...]] = {
     ),
     "tool_result": ("runfold.core.fold.run:_Folder._tool_result", "runfold.core.fold.why:_region_changes"),
     "resume": ("runfold.core.fold.run:_Folder._tool_result",),
+    "compaction": (
+        "runfold.core.compaction:apply_change",
+        "runfold.core.fold.run:_Folder._compact",
+        "runfold.runtime.compaction:WindowManager._record",
+    ),
 }
 """Where runfold attributes a block or a change to each cause (module:qualname)."""
 
 NOT_YET: dict[str, str] = {
     "produced_part": "no runtime path produces window parts of its own yet",
-    "compaction": "the compaction driver that writes context_changed on the conversation is not built here yet",
     "transform": "no configured rewrite of the window exists yet",
     "context_tool": "the context tools (notes, todo, scratch) are not built yet; why reads their lines",
     "hook": "there are no user hooks yet",
@@ -84,7 +88,9 @@ def _functions(tree: ast.Module) -> list[tuple[int, int, str]]:
 
 
 def _writers(name: str) -> set[str]:
-    """Every `module:function` of src/runfold whose lines match `_writer_pattern(name)`."""
+    """Every `module:function` of src/runfold whose lines match `_writer_pattern(name)`. Lines at
+    module level are passed over: they define names (a constant spelled like a cause, such as a
+    summary call's `purpose`), while writing a line or a block happens inside a function."""
     pattern = _writer_pattern(name)
     found: set[str] = set()
     for path in sorted(SRC.rglob("*.py")):
@@ -98,8 +104,8 @@ def _writers(name: str) -> set[str]:
         for lineno, line in enumerate(text.splitlines(), 1):
             if pattern.search(line):
                 inner = [f for f in funcs if f[0] <= lineno <= f[1]]
-                where = max(inner, key=lambda f: f[0])[2] if inner else "<module>"
-                found.add(f"{module}:{where}")
+                if inner:
+                    found.add(f"{module}:{max(inner, key=lambda f: f[0])[2]}")
     return found
 
 

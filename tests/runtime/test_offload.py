@@ -46,7 +46,12 @@ def small() -> dict[str, Any]:
 @pytest.fixture
 def off_ws(ws: Workspace) -> Workspace:
     cfg = ws.root / ".runfold" / "config.toml"
-    cfg.write_text(cfg.read_text() + f"\n[context]\noffload_bytes = {OFFLOAD}\noffload_head_bytes = {HEAD}\n")
+    # a window large enough that paging 60 KB pages back never calls for compaction (not tested here)
+    cfg.write_text(
+        cfg.read_text()
+        + f"\n[context]\noffload_bytes = {OFFLOAD}\noffload_head_bytes = {HEAD}\n"
+        + '\n[models."script"]\ncontext_window = 1000000\n'
+    )
     return ws
 
 

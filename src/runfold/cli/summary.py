@@ -137,6 +137,7 @@ def _model_called(d: dict[str, Any]) -> str:
         _s(d, "model") or "?",
         f"request {str(request.get('hash', ''))[:8]} ({request.get('bytes')} B)" if request else None,
         f"attempt {_i(d, 'attempt')}" if _i(d, "attempt") is not None else None,
+        f"for {_s(d, 'purpose')}" if _s(d, "purpose") else None,
     )
 
 
@@ -218,6 +219,7 @@ def _context_changed(d: dict[str, Any]) -> str:
     return _join(
         f"region {_s(d, 'region') or '?'}",
         f"cause {_s(d, 'cause') or '?'}",
+        f"strategy {_s(d, 'strategy')}" if _s(d, "strategy") else None,
         f"tokens {delta:+d}" if delta is not None else None,
     )
 

@@ -87,6 +87,7 @@ class Conversation:
     """
 
     __slots__ = (
+        "_compacted",
         "_counts",
         "_held",
         "_ids",
@@ -108,6 +109,7 @@ class Conversation:
         self._held: list[HeldText] = []
         self._open_calls: list[str] = []
         self._replied = False
+        self._compacted = False
 
     # ---- views -----------------------------------------------------------------------
 
@@ -179,6 +181,7 @@ class Conversation:
         other._held = list(self._held)
         other._open_calls = list(self._open_calls)
         other._replied = self._replied
+        other._compacted = self._compacted
         return other
 
     # ---- user content ----------------------------------------------------------------
@@ -458,8 +461,8 @@ class Conversation:
         if problem is not None:
             raise invalid_args(f"mark conversation sent ({problem})", "the conversation", _SENDABLE_RECOVERY)
         counts = list(self._counts)
-        shape = _shape_of_counts(self._sent_counts, counts)
-        if shape == "rewritten":  # unreachable by construction; a bug if it ever happens
+        shape = "rewritten" if self._compacted else _shape_of_counts(self._sent_counts, counts)
+        if shape == "rewritten" and not self._compacted:  # unreachable by construction: a bug
             raise RunfoldError(
                 code=ErrorCode.INTERNAL,
                 action="mark conversation sent (a sent message was edited)",
@@ -469,14 +472,36 @@ class Conversation:
         self._sent_counts = counts
         self._sent = len(self._messages)
         self._replied = False
+        self._compacted = False
         return shape
 
     def check_extends_last_sent(self) -> Shape:
         """The shape `mark_sent` would return now, without marking: `first`, `extended`,
         `reopened`, or `rewritten` (which never happens unless the invariant is broken). Cheap:
         compares block counts kept at every change (ints, C speed; no message is read). The run
-        loop may assert it is not `rewritten` before sending."""
+        loop may assert it is not `rewritten` before sending, unless `compacted`."""
+        if self._compacted:
+            return "rewritten"
         return _shape_of_counts(self._sent_counts, self._counts)
+
+    @property
+    def compacted(self) -> bool:
+        """True when this conversation is a compaction's result not yet marked sent: its next
+        request is `rewritten` on purpose (DESIGN.md §10), then requests extend again."""
+        return self._compacted
+
+    # ---- compaction ------------------------------------------------------------------
+
+    @classmethod
+    def compacted_from(
+        cls, messages: Sequence[Message], sources: Sequence[Sequence[BlockSource]], sent_before: bool
+    ) -> Conversation:
+        """The conversation a compaction leaves (see `core.compaction.apply_change`): `messages`
+        checked like `inherit`; when the run had sent requests (`sent_before`), the next
+        `mark_sent` returns `rewritten`. Raises like `inherit`."""
+        conv = cls.inherit(messages, sources)
+        conv._compacted = sent_before
+        return conv
 
     # ---- inheritance -----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from runfold.core.errors import invalid_args
 from runfold.core.records import Record
 from runfold.providers.base import Provider
 from runfold.providers.registry import provider_from_spec
+from runfold.runtime.compaction import window_config
 from runfold.runtime.config import WorkspaceConfig, require_key
 from runfold.runtime.executor import RunLoop
 from runfold.runtime.loop_io import RunChannels, RunInputs, RunOptions, RunOutcome
@@ -155,6 +156,12 @@ async def _drive(
         settings=provider.settings,
     )
     bill = make_bill(config.prices)
+    context = config.context
+    window = (
+        window_config(context, config.models, provider)
+        if context.compaction or context.reminders_permille
+        else None
+    )
     options = RunOptions(
         task=spec.task,
         goal=spec.goal,
@@ -162,6 +169,7 @@ async def _drive(
         max_turns=chosen.max_turns,
         system=spec.system,
         context=config.context,
+        window=window,
     )
     if spec.retry is not None:
         options = dataclasses.replace(options, retry=spec.retry)

@@ -38,8 +38,10 @@ from runfold.core.payloads import (
 )
 from runfold.core.records import Draft, Record
 from runfold.core.render.incremental import IncrementalRenderer
+from runfold.core.render.spec import Rendered
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
+from runfold.runtime.compaction import WindowManager
 from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.offload import Offloads
 from runfold.runtime.prefix import Prefix
@@ -137,6 +139,7 @@ class RunLoop:
         self._tool_ids: set[str] = set()
         self._held_delivered = False
         self._callback_error: Exception | None = None
+        self.window = WindowManager(self, options.window) if options.window is not None else None
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -268,6 +271,8 @@ class RunLoop:
             if self._steer is not None:
                 self._write(SteerReceived(source="runtime", text=self._steer), who=RUNTIME)
                 self._steer = None
+            if self.window is not None:
+                await self.window.at_boundary()  # compaction and reminders (DESIGN.md §10)
             request = self._assemble()
             if (stop := self.points.at("before call")) is not None:
                 return stop
@@ -295,10 +300,12 @@ class RunLoop:
 
     # ---- assemble ---------------------------------------------------------------------------
 
-    def _assemble(self) -> Request:
+    def render(self) -> tuple[Rendered, bytes]:
+        """The request the conversation renders now and its exact bytes, validated; per-turn
+        work independent of history (but for joining and hashing the bytes), byte-identical
+        to render_request + ensure_valid + request_bytes."""
         conv = self.folder.conversation
         assert conv is not None
-        messages = conv.messages_view()  # the conversation's own messages: no copies
         prefix = self.prefix
         if self._incremental is None or self._incremental[0] is not prefix:
             self._incremental = (
@@ -306,12 +313,19 @@ class RunLoop:
                 IncrementalRenderer(prefix.dialect, prefix.spec(())),
                 IncrementalValidator(prefix.dialect),
             )
-        # per-turn work independent of history (but for joining and hashing the bytes);
-        # byte-identical to render_request + ensure_valid + request_bytes
-        rendered, body_bytes = self._incremental[1].render_bytes(messages)
+        # the conversation's own messages: no copies
+        rendered, body_bytes = self._incremental[1].render_bytes(conv.messages_view())
         self._incremental[2].ensure_valid(rendered.body)
+        return rendered, body_bytes
+
+    def _assemble(self) -> Request:
+        conv = self.folder.conversation
+        assert conv is not None
+        prefix = self.prefix
+        rendered, body_bytes = self.render()
+        messages = conv.messages_view()
         shape = conv.check_extends_last_sent()
-        if shape == "rewritten":
+        if shape == "rewritten" and not conv.compacted:
             raise internal(
                 "send a request that edits a message already sent",
                 f"run {self.run_id}",
@@ -437,6 +451,8 @@ class RunLoop:
         billed = self.bill(request.model, usage) if usage is not None and self.bill is not None else None
         self._tool_ids.update(b["id"] for b in reply.blocks if b["kind"] == "tool_use")
         first_at = sent_ms + reply.first_byte_us // 1000 if reply.first_byte_us is not None else None
+        if self.window is not None:
+            self.window.observe(len(request.body_bytes), usage.to_data() if usage is not None else None)
         conv = self.folder.conversation
         held_before = len(conv.held) if conv is not None else 0
         rec = self._write(

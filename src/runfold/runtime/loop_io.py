@@ -19,6 +19,7 @@ from runfold.core.payloads import Evidence
 from runfold.core.records import Record
 from runfold.core.window import ContextSettings
 from runfold.providers.base import Provider, StreamCallback, Usage
+from runfold.runtime.compaction import WindowConfig
 from runfold.runtime.control import RunControl, Steer
 from runfold.runtime.cost import usage_of
 from runfold.runtime.prefix import Prefix
@@ -49,6 +50,8 @@ class RunOptions:
     - `note`: the runtime's word written as the run's first `steer_received` (source `runtime`),
       e.g. why a successor continues its predecessor (DESIGN.md §7);
     - `context`: `[context]` of config.toml (here: when a tool result is offloaded, DESIGN.md §10).
+    - `window`: the model's window and the `[context]` settings the turn boundary compacts and
+      reminds by (`runtime.compaction`, DESIGN.md §10); None: the window is not managed.
     """
 
     task: str
@@ -61,6 +64,7 @@ class RunOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     note: str | None = None
     context: ContextSettings = field(default_factory=ContextSettings)
+    window: WindowConfig | None = None
 
 
 @dataclass(frozen=True)

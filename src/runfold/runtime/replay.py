@@ -1,7 +1,8 @@
 """Replay: rebuild the exact body of every `model_called` of a run and check its hash (DESIGN.md §7).
 
 The frozen prefix comes from the CAS object `prompt_assembled.prefix` names, the conversation from
-the same incremental run fold the live loop fed, the bytes from the same renderer. Replay never
+the same incremental run fold the live loop fed, the bytes from the same renderer; a summary
+call's request from the conversation it summarised (`core.compaction.summary_request_messages`). Replay never
 calls a model, never executes a tool and never writes.
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from runfold.core.canonical import content_hash
+from runfold.core.compaction import is_compaction_call, summary_request_messages
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import RunFolder, lineage
 from runfold.core.kinds import Kind
@@ -93,6 +95,9 @@ def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: Loa
     skipped: list[tuple[int, str]] = []
     invalid: list[tuple[int, str]] = []
     hashes: list[tuple[int, str]] = []
+    own = next(
+        (r for r in lin.steps[-1].lines if r.known and r.kind is Kind.PROMPT_ASSEMBLED), None
+    )  # the run's frozen prefix, also for a summary call made before its first assembly
     for index, step in enumerate(lin.steps):
         for rec in step.lines:
             folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
@@ -104,17 +109,23 @@ def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: Loa
             if not called.request.hash:
                 skipped.append((rec.seq, "model_called records no request hash"))
                 continue
-            assembled = folder.prefix
+            summary_of = _summary_through(called)
+            assembled, assembled_seq = folder.prefix, folder.prefix_seq
+            if summary_of is not None and own is not None:
+                assembled, assembled_seq = own.typed(PromptAssembled), own.seq
             if assembled is None or not assembled.prefix:
                 skipped.append((rec.seq, "no prompt_assembled with a stored prefix before it"))
                 continue
             requests += 1
-            prefix = _prefix(assembled, prefixes, load, folder.prefix_seq)
+            prefix = _prefix(assembled, prefixes, load, assembled_seq)
             where = _prefix_problem(prefix, assembled)
             conv = folder.conversation
             assert conv is not None
             dialect = called.dialect or prefix.dialect
-            rendered = render_request(dialect, prefix.spec(conv.messages))
+            messages = conv.messages
+            if summary_of is not None:  # a summary call: the messages it summarised, and the ask
+                messages = summary_request_messages(messages, summary_of)
+            rendered = render_request(dialect, prefix.spec(messages))
             body = request_bytes(rendered.body)
             digest = content_hash(body)
             hashes.append((rec.seq, digest))
@@ -154,6 +165,14 @@ def check_offloaded(rec: Record, load: LoadCas, action: str) -> None:
         if err.code is ErrorCode.PATH_NOT_FOUND:
             raise missing_offload(off.locator, off.tool_use_id, rec.seq, action) from None
         raise
+
+
+def _summary_through(called: ModelCalled) -> int | None:
+    """For a summary call (`purpose: compaction`), how many leading messages it summarised."""
+    if not is_compaction_call(called):
+        return None
+    through = called.extra.get("through")
+    return through if isinstance(through, int) and not isinstance(through, bool) else None
 
 
 def _prefix(assembled: PromptAssembled, cache: dict[str, Prefix], load: LoadCas, seq: int | None) -> Prefix:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import NoReturn, TypeVar, assert_never
 
 from runfold.core.canonical import encode_json
+from runfold.core.causes import Cause
+from runfold.core.compaction import Change, apply_change, is_compaction_call
 from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.fold.resume import closed_by_resume
@@ -39,6 +41,7 @@ from runfold.core.kinds import Kind
 from runfold.core.messages import Block, Message, ToolResultBlock, ToolUseBlock, reply_blocks
 from runfold.core.payloads import (
     ContextChanged,
+    ModelCalled,
     ModelReturned,
     Payload,
     PromptAssembled,
@@ -52,6 +55,7 @@ from runfold.core.payloads import (
 from runfold.core.records import Record
 from runfold.core.speakers import render_opening, render_steer
 from runfold.core.tool_result import tool_result_block, tool_use_block_of
+from runfold.core.window import STRATEGIES
 
 P = TypeVar("P", bound=Payload)
 
@@ -85,9 +89,11 @@ class Decision(enum.StrEnum):
     MARK_SENT = "mark_sent"
     """`prompt_shape_compared`: the conversation is marked sent."""
     CALL = "call"
-    """`model_called`: a request leaves (marked sent here when the turn had no comparison)."""
+    """`model_called`: a request leaves (marked sent here when the turn had no comparison); a
+    summary call's (`purpose: compaction`) changes nothing, at a turn boundary."""
     REPLY = "reply"
-    """`model_returned`: the reply; with calls it opens a wave."""
+    """`model_returned`: the reply; with calls it opens a wave. A summary call's reply does not
+    join the conversation (its text arrives with the `context_changed` that uses it)."""
     TOOL_CALL = "tool_call"
     """`tool_called`: a call of the open wave (its `tool_use` when the reply lacks it)."""
     TOOL_RESULT = "tool_result"
@@ -97,7 +103,9 @@ class Decision(enum.StrEnum):
     STEER = "steer"
     """`steer_received`: user content (cause `message`), held when the open message was sent."""
     REGION = "region"
-    """`context_changed`: a change to a region; refused for the conversation region (not built)."""
+    """`context_changed`: a change to a region; for the conversation region a compaction at a
+    turn boundary, applied by `core.compaction.apply_change` (an unknown strategy is refused,
+    `E_LOG_VERSION_UNSUPPORTED`, never skipped)."""
     FREEZE = "freeze"
     """`run_frozen`: the run ends; an incomplete wave is dropped."""
     NO_WINDOW_EFFECT = "no_window_effect"
@@ -326,6 +334,10 @@ class FoldState:
     wave: _Wave | None = None
     prefix: PromptAssembled | None = None
     prefix_seq: int | None = None
+    compaction_call: bool = False
+    """A summary call's `model_called` was folded and its reply has not come back."""
+    revision: int = 0
+    """Compactions applied to the conversation so far in the lineage."""
     landed: list[int] = field(default_factory=list)
     """Per flattened block of the conversation: the seq of the line at which it entered."""
 
@@ -430,11 +442,19 @@ class _Folder:
                 self._mark_sent(rec)
                 st.phase = Phase.ASSEMBLED
             case Kind.MODEL_CALLED:
+                if is_compaction_call(typed(rec, ModelCalled)):
+                    self._expect(rec, frozenset({Phase.IDLE}), "a compaction call inside a turn")
+                    st.compaction_call = True  # the run's window is untouched until its context_changed
+                    return
                 self._expect(rec, frozenset({Phase.IDLE, Phase.ASSEMBLED, Phase.CALLING}), "a model called")
+                st.compaction_call = False  # a summary call that never replied
                 if not st.sent_this_turn:
                     self._mark_sent(rec)
                 st.phase = Phase.CALLING
             case Kind.MODEL_RETURNED:
+                if st.compaction_call:
+                    st.compaction_call = False  # a summary call's reply: its text arrives in context_changed
+                    return
                 self._expect(rec, frozenset({Phase.CALLING}), "a reply with no model_called before it")
                 self._reply(rec)
             case Kind.TOOL_CALLED:
@@ -451,14 +471,10 @@ class _Folder:
             case Kind.CONTEXT_CHANGED:
                 changed = typed(rec, ContextChanged)
                 if changed.region == "conversation":
-                    raise RunfoldError(
-                        ErrorCode.LOG_VERSION_UNSUPPORTED,
-                        f"fold seq {rec.seq} (context_changed, field data.region): this build does "
-                        "not apply changes to the conversation region",
-                        f"run {rec.run}",
-                        "upgrade runfold to a version that folds conversation compaction; nothing was skipped",
-                    )
+                    self._expect(rec, frozenset({Phase.IDLE}), "a compaction inside a turn")
+                    self._compact(rec, changed)
             case Kind.RUN_FROZEN:
+                st.compaction_call = False
                 st.wave = None  # a wave the run never completed is dropped whole
                 st.sent_this_turn = False
                 st.phase = Phase.FROZEN
@@ -513,6 +529,29 @@ class _Folder:
         st.phase = Phase.IDLE
         st.sent_this_turn = False
         st.wave = None
+        st.compaction_call = False
+
+    def _compact(self, rec: Record, changed: ContextChanged) -> None:
+        """A conversation `context_changed` (DESIGN.md §10): applied by `core.compaction`, the
+        function the live loop's line was fed through, so the window is the one it sent."""
+        strategy = changed.extra.get("strategy")
+        if strategy not in STRATEGIES:
+            raise RunfoldError(
+                ErrorCode.LOG_VERSION_UNSUPPORTED,
+                f"fold seq {rec.seq} (context_changed, field data.region conversation, data.strategy "
+                f"{strategy!r}): this build does not apply this conversation change",
+                f"run {rec.run}",
+                "upgrade runfold to a version that folds this compaction strategy; nothing was skipped",
+            )
+        if changed.cause != Cause.COMPACTION:
+            _corrupt(rec, "data.cause", f"a conversation change with cause {changed.cause!r}, not compaction")
+        try:
+            change = Change.of(changed.to_data())
+            self.st.conversation = apply_change(self.conv(rec), change, rec.seq)
+        except RunfoldError as exc:
+            _corrupt(rec, exc.subject, exc.action)
+        if change.failed is None:
+            self.st.revision += 1
 
     def _mark_sent(self, rec: Record) -> None:
         try:
@@ -696,6 +735,11 @@ class RunFolder:
     def prefix_seq(self) -> int | None:
         """The seq of the last `prompt_assembled` fed, if any."""
         return self._folder.st.prefix_seq
+
+    @property
+    def revision(self) -> int:
+        """How many compactions changed the conversation so far (the lineage's included)."""
+        return self._folder.st.revision
 
 
 @dataclass(frozen=True)

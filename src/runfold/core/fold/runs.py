@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from runfold.core.canonical import encode_json
+from runfold.core.compaction import is_compaction_call
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.kinds import Kind
 from runfold.core.payloads import ModelCalled, ModelReturned, RunForked, RunFrozen, RunStarted, ToolResult
@@ -135,7 +136,8 @@ class ToolTally:
 
 @dataclass
 class RunTally:
-    """The one tally of a run's lines (DESIGN.md §4): `turns` (`model_returned` lines),
+    """The one tally of a run's lines (DESIGN.md §4): `turns` (`model_returned` lines but a
+    summary call's, counted in `compactions`; its usage and cost count like any reply),
     `attempts` (`model_called`), `tool_calls` (`tool_called`), `asked` (the tool calls its replies
     asked for), the replies' totals (`replies`, and `by_model`), and `tools` (by name).
 
@@ -152,6 +154,9 @@ class RunTally:
     by_model: dict[str, Tally] = field(default_factory=dict)
     tools: dict[str, ToolTally] = field(default_factory=dict)
     called_model: str | None = None
+    compactions: int = 0
+    """Summary calls (`model_called` marked `purpose: compaction`) that got a reply."""
+    compacting: bool = False
 
     @property
     def tokens(self) -> dict[str, int] | None:
@@ -165,11 +170,16 @@ class RunTally:
             return
         kind = rec.kind
         if kind is Kind.MODEL_CALLED:
+            called = rec.typed(ModelCalled)
             self.attempts += 1
-            self.called_model = rec.typed(ModelCalled).model
+            self.called_model = called.model
+            self.compacting = is_compaction_call(called)
         elif kind is Kind.MODEL_RETURNED:
             r = rec.typed(ModelReturned)
-            self.turns += 1
+            if self.compacting:
+                self.compactions += 1  # a summary call: billed and counted, not a turn (§10)
+            else:
+                self.turns += 1
             self.asked += r.calls
             model = self.called_model or UNKNOWN_MODEL
             tokens = tokens_of(r.usage)

@@ -1,0 +1,210 @@
+"""Compaction of the conversation region, pure (DESIGN.md §6, §10): which old tool results a
+`clear_tool_results` compaction clears, which leading exchanges a `summary` replaces, and the one
+function that applies a recorded conversation `context_changed` — shared by the live run loop and
+every fold, so replay, forks and resumes see exactly the window the live run sent.
+
+A conversation is `[user, (assistant, user)*]`: message 0 holds the opening, each later pair is
+one *exchange* (a reply and the user content answering it; a reply with calls and its results is
+a *wave*, parallel calls included). Compaction works on whole exchanges only, so a wave is never
+split and the retained tail never starts with a `tool_result` whose `tool_use` was dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from runfold.core.canonical import Json, encode_json
+from runfold.core.causes import Cause
+from runfold.core.conversation import BlockSource, Conversation
+from runfold.core.errors import invalid_args
+from runfold.core.messages import Block, Message, text_block
+from runfold.core.payloads import ModelCalled
+from runfold.core.speakers import Runtime
+
+CLEAR: Final = "clear_tool_results"
+SUMMARY: Final = "summary"
+COMPACTION_PURPOSE: Final = "compaction"
+"""The `purpose` of a summary call's `model_called` (its reply is not a turn). Every compaction
+line's cause is `Cause.COMPACTION` (DESIGN.md §10)."""
+
+CLEARED_NOTE: Final = "tool result cleared by compaction; the ledger keeps it at this seq"
+
+SUMMARY_HEAD: Final = (
+    "Summary of the earlier part of this run, written at a compaction (the ledger keeps every "
+    "original message):"
+)
+
+SUMMARY_ASK: Final = (
+    "The conversation is about to be compacted. Write a concise summary of everything above: "
+    "the task, what was done, what was found (names, paths, figures), and what remains. "
+    "Answer with the summary text only; do not call a tool."
+)
+"""The runtime's request that closes a summary call's messages (rendered `runtime: …`)."""
+
+
+
+def is_compaction_call(called: ModelCalled) -> bool:
+    """True for a summary call's `model_called` (`purpose: compaction`): its request is not the
+    run's conversation and its reply does not join it (DESIGN.md §10)."""
+    return called.extra.get("purpose") == COMPACTION_PURPOSE
+
+
+def cleared_content(seq: int) -> str:
+    """The `tool_result` content that replaces a cleared result: compact canonical JSON
+    `{"note", "seq"}` (seq: the `tool_result` line that holds the full result)."""
+    return encode_json({"note": CLEARED_NOTE, "seq": seq}).decode("utf-8")
+
+
+def summary_text(summary: str) -> str:
+    """The text block a summary puts in the window: the runtime's voice (`runtime: …` on every
+    line, `speakers.Runtime`), never the person's."""
+    return Runtime().render(f"{SUMMARY_HEAD}\n{summary.strip()}")
+
+
+def summary_request_messages(messages: Sequence[Message], through: int) -> list[Message]:
+    """The messages of the summary call that replaces `messages[1:through]`: those
+    `messages[:through]`, the last (a user message) extended with the runtime's `SUMMARY_ASK`."""
+    head: list[Message] = [{"role": m["role"], "content": list(m["content"])} for m in messages[:through]]
+    last: list[Block] = head[-1]["content"]
+    last.append(text_block(Runtime().render(SUMMARY_ASK)))
+    return head
+
+
+def _is_cleared(block: Block) -> bool:
+    return block["kind"] == "tool_result" and block["content"].startswith('{"note":"' + CLEARED_NOTE)
+
+
+def _waves(messages: Sequence[Message]) -> list[int]:
+    """Indices of the user messages that answer a wave (they hold tool_result blocks)."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if m["role"] == "user" and any(b["kind"] == "tool_result" for b in m["content"])
+    ]
+
+
+def plan_clear(messages: Sequence[Message], keep_waves: int) -> list[str]:
+    """The `tool_use_id`s whose results a `clear_tool_results` compaction clears: every result
+    not yet cleared in a wave older than the last `keep_waves` waves, in message order."""
+    answered = _waves(messages)
+    old = answered[: max(0, len(answered) - keep_waves)]
+    return [
+        b["tool_use_id"]
+        for i in old
+        for b in messages[i]["content"]
+        if b["kind"] == "tool_result" and not _is_cleared(b)
+    ]
+
+
+def plan_summary(messages: Sequence[Message], keep_waves: int) -> int | None:
+    """How many leading messages a `summary` compaction replaces (`through`): message 0 (kept,
+    with the summary appended) and the exchanges before the last `max(1, keep_waves)`; the tail
+    starts at an assistant message, so no wave is split. None when there is nothing to replace
+    (fewer than two exchanges beyond those kept) or the shape is not `[user, (assistant, user)*]`."""
+    n = len(messages)
+    if n % 2 == 0 or any(m["role"] != ("user" if i % 2 == 0 else "assistant") for i, m in enumerate(messages)):
+        return None
+    exchanges = (n - 1) // 2
+    replaced = exchanges - max(1, keep_waves)
+    if replaced < 1:
+        return None
+    return 1 + 2 * replaced
+
+
+@dataclass(frozen=True)
+class Change:
+    """A conversation change as `context_changed` carries it: `strategy`, the cleared ids or
+    `through` and the `summary` text."""
+
+    strategy: str
+    cleared: tuple[str, ...] = ()
+    through: int = 0
+    summary: str = ""
+    failed: str | None = None
+    """Why a summary call left the window as it was (the line changes nothing)."""
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Change:
+        """Read a `context_changed` payload's conversation fields. Raises `E_INVALID_ARGS`
+        naming the field for an unknown strategy or a field of the wrong type."""
+        strategy = data.get("strategy")
+        if strategy == CLEAR:
+            cleared = data.get("cleared")
+            if not isinstance(cleared, list) or not all(isinstance(c, str) for c in cleared) or not cleared:
+                raise invalid_args("read a compaction", "data.cleared", "give the cleared tool_use ids")
+            return cls(CLEAR, cleared=tuple(cleared))
+        failed = data.get("failed")
+        if strategy == SUMMARY and isinstance(failed, str):
+            return cls(SUMMARY, failed=failed)
+        if strategy == SUMMARY:
+            through, summary = data.get("through"), data.get("summary")
+            if isinstance(through, bool) or not isinstance(through, int) or not isinstance(summary, str):
+                raise invalid_args("read a compaction", "data.through", "give through (int) and summary (text)")
+            if not summary.strip():
+                raise invalid_args("read a compaction", "data.summary", "a summary is never empty")
+            return cls(SUMMARY, through=through, summary=summary)
+        raise invalid_args(
+            "read a compaction", "data.strategy", "use a known strategy", nearby=(CLEAR, SUMMARY)
+        )
+
+
+def apply_change(conv: Conversation, change: Change, seq: int) -> Conversation:
+    """The conversation after `change`, recorded at `seq` (DESIGN.md §10): a new `Conversation`
+    whose next `mark_sent` says `rewritten`; `conv` is not modified.
+
+    Raises `E_INVALID_ARGS` when the conversation is not at a turn boundary with nothing held
+    (not sendable, text held), a cleared id answers no result of the window, or `through` does not
+    end on a whole exchange of at least one (an odd index past message 2, short of the end)."""
+    if not conv.is_sendable or conv.held:
+        raise invalid_args(
+            "compact the conversation (not at a turn boundary)",
+            f"seq {seq}",
+            "compact only before a request is assembled, with every call answered and nothing held",
+        )
+    if change.failed is not None:
+        return conv
+    messages = conv.messages
+    sources = conv.sources
+    sent_before = conv.check_extends_last_sent() != "first"
+    if change.strategy == CLEAR:
+        todo = set(change.cleared)
+        for msg, srcs in zip(messages, sources, strict=True):
+            for j, b in enumerate(msg["content"]):
+                if b["kind"] == "tool_result" and b["tool_use_id"] in todo:
+                    todo.discard(b["tool_use_id"])
+                    msg["content"][j] = {**b, "content": cleared_content(srcs[j].seq)}
+        if todo:
+            raise invalid_args(
+                "clear tool results the window does not hold",
+                f"seq {seq}",
+                "name tool_use ids of results in the conversation",
+                nearby=tuple(sorted(todo))[:4],
+            )
+        return Conversation.compacted_from(messages, sources, sent_before)
+    k = change.through
+    if k < 3 or k % 2 == 0 or k >= len(messages):
+        raise invalid_args(
+            f"replace {k} leading messages by a summary",
+            f"seq {seq}",
+            f"replace whole exchanges: an odd count from 3 to {len(messages) - 2}",
+        )
+    source = BlockSource(seq, Cause.COMPACTION)
+    kept = [(b, s) for b, s in zip(messages[0]["content"], sources[0], strict=True) if s.cause != Cause.COMPACTION]
+    first: Message = {
+        "role": "user",
+        "content": [b for b, _ in kept] + [text_block(summary_text(change.summary))],
+    }
+    return Conversation.compacted_from(
+        [first, *messages[k:]], [[s for _, s in kept] + [source], *sources[k:]], sent_before
+    )
+
+
+def change_data(change: Change) -> dict[str, Json]:
+    """The strategy's own fields of a `context_changed` line (see `Change.of`)."""
+    if change.strategy == CLEAR:
+        return {"strategy": CLEAR, "cleared": list(change.cleared)}
+    if change.failed is not None:
+        return {"strategy": SUMMARY, "failed": change.failed}
+    return {"strategy": SUMMARY, "through": change.through, "summary": change.summary}
