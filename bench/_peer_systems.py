@@ -86,26 +86,31 @@ class Probe:
         self.stored: Callable[[], int] = lambda: 0
         self.notes: dict[str, Any] = {}
         self.on_mid: Callable[[], None] = lambda: None
+        self.server_cpu: Callable[[], float] = lambda: 0.0
         self.t0 = self.c0 = 0.0
         self.paused = 0.0
         self.paused_cpu = 0.0
         self.at_window: tuple[float, float, int] = (0.0, 0.0, 0)
 
+    def cpu(self) -> float:
+        """CPU seconds of this process (all threads) and of the database server serving it."""
+        return time.process_time() + self.server_cpu()
+
     def start(self) -> None:
-        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        self.t0, self.c0 = time.perf_counter(), self.cpu()
 
     def call(self, k: int) -> None:
         if k == self.turns // 2:
             self.on_mid()
         if k == self.turns - self.m:
-            t, c = time.perf_counter(), time.process_time()
+            t, c = time.perf_counter(), self.cpu()
             b = self.payload()
             self.at_window = (t - self.paused, c - self.paused_cpu, b)
             self.paused += time.perf_counter() - t
-            self.paused_cpu += time.process_time() - c
+            self.paused_cpu += self.cpu() - c
         if k < self.turns:
             return
-        t1, c1 = time.perf_counter() - self.paused, time.process_time() - self.paused_cpu
+        t1, c1 = time.perf_counter() - self.paused, self.cpu() - self.paused_cpu
         b1 = self.payload()
         tw, cw, bw = self.at_window
         n, m = self.turns, self.m
@@ -183,6 +188,21 @@ def _runfold_script(turns: int) -> list[dict[str, Any]]:
     return [*out, {"content": [{"kind": "text", "text": FINAL_TEXT}]}]
 
 
+def _time_fdatasync(notes: dict[str, Any]) -> None:
+    """Count the calls and seconds of `os.fdatasync` in this process into `notes` (`syncs`,
+    `sync_s`): the ledger's own durable writes, measured in the run itself."""
+    real = os.fdatasync
+    notes.update(syncs=0, sync_s=0.0)
+
+    def timed(fd: int) -> None:
+        t = time.perf_counter()
+        real(fd)
+        notes["sync_s"] += time.perf_counter() - t
+        notes["syncs"] += 1
+
+    os.fdatasync = timed
+
+
 async def run_runfold(turns: int, d: Path, probe: Probe) -> None:
     """`Workspace.arun` with a `ScriptedProvider` (file ledger, one fsync before each model
     call). Payload: the run's ledger lines (newlines included); stored: the `.runfold` tree."""
@@ -200,6 +220,7 @@ async def run_runfold(turns: int, d: Path, probe: Probe) -> None:
 
     probe.payload = lambda: written
     probe.stored = lambda: tree_bytes(d / "ws" / ".runfold")
+    _time_fdatasync(probe.notes)
     probe.on_mid = lambda: probe.notes.__setitem__("mid_seq", last_seq[0])
     provider = _runfold_provider(_runfold_script(turns), probe.call)
     probe.start()
@@ -215,27 +236,32 @@ async def resume_runfold(turns: int, d: Path, notes: dict[str, Any]) -> tuple[fl
     `complete` call. Returns (ready, fork seconds)."""
     from runfold.api import Workspace
 
-    final = [{"content": [{"kind": "text", "text": FINAL_TEXT}]}]
     ws = Workspace.open(d / "ws")
+    ready = await continue_runfold(ws, notes)
+    t0 = time.time()
+    return ready, await fork_runfold(ws, notes) - t0
+
+
+_FINAL = [{"content": [{"kind": "text", "text": FINAL_TEXT}]}]
+
+
+async def continue_runfold(ws: Any, notes: dict[str, Any]) -> float:
+    """`arun(continues=run)` on the killed run; the moment its first request is handed over."""
     ready = Ready()
-    await ws.arun(
-        "",
-        continues=notes["run"],
-        model=_runfold_provider(final, ready.call),
-        tools=list(TOOLS),
-        builtin_tools=False,
-    )
-    at_ready = ready.at
-    fork_ready, t0 = Ready(), time.time()
-    await ws.arun(
-        "",
-        fork=(notes["run"], notes["mid_seq"]),
-        model=_runfold_provider(final, fork_ready.call),
-        tools=list(TOOLS),
-        builtin_tools=False,
-    )
-    assert at_ready is not None and fork_ready.at is not None
-    return at_ready, fork_ready.at - t0
+    provider = _runfold_provider(_FINAL, ready.call)
+    await ws.arun("", continues=notes["run"], model=provider, tools=list(TOOLS), builtin_tools=False)
+    assert ready.at is not None
+    return ready.at
+
+
+async def fork_runfold(ws: Any, notes: dict[str, Any]) -> float:
+    """`arun(fork=(run, mid_seq))`; the moment the fork's first request is handed over."""
+    ready = Ready()
+    provider = _runfold_provider(_FINAL, ready.call)
+    fork = (notes["run"], notes["mid_seq"])
+    await ws.arun("", fork=fork, model=provider, tools=list(TOOLS), builtin_tools=False)
+    assert ready.at is not None
+    return ready.at
 
 
 # ---- LangGraph ----
@@ -254,8 +280,17 @@ def _lg_reply(turns: int, on_call: Callable[[int], None]) -> Callable[[int, Any]
     return reply
 
 
-def _lg_saver(kind: str, d: Path, dsn: str | None) -> tuple[Any, Callable[[], int], Callable[[], int]]:
-    """(checkpointer, payload(), stored()) for `sqlite` (a file DB) or `postgres` (database `dsn`)."""
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _lg_saver(
+    kind: str, d: Path, dsn: str | None
+) -> tuple[Any, Callable[[], int], Callable[[], int], Callable[[], float]]:
+    """(checkpointer, payload(), stored(), server_cpu()) for `sqlite` (a file DB) or `postgres`
+    (database `dsn`; server_cpu: the CPU seconds of the server process serving the saver)."""
     if kind == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -265,7 +300,12 @@ def _lg_saver(kind: str, d: Path, dsn: str | None) -> tuple[Any, Callable[[], in
             "SELECT (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints)"
             " + (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes)"
         )
-        return SqliteSaver(conn), lambda: _sqlite_sum(db, rows), lambda: _files_bytes(*_sqlite_files(db))
+        return (
+            SqliteSaver(conn),
+            lambda: _sqlite_sum(db, rows),
+            lambda: _files_bytes(*_sqlite_files(db)),
+            lambda: 0.0,
+        )
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
@@ -287,7 +327,8 @@ def _lg_saver(kind: str, d: Path, dsn: str | None) -> tuple[Any, Callable[[], in
         " + (SELECT COALESCE(SUM(pg_column_size(blob)), 0) FROM checkpoint_writes)"
     )
     stored = "SELECT " + " + ".join(f"pg_total_relation_size('{t}')" for t in tables)
-    return saver, lambda: q(payload), lambda: q(stored)
+    backend = conn.info.backend_pid
+    return saver, lambda: q(payload), lambda: q(stored), lambda: _proc_cpu(backend)
 
 
 def run_langgraph(kind: str, turns: int, d: Path, probe: Probe, dsn: str | None) -> None:
@@ -298,7 +339,7 @@ def run_langgraph(kind: str, turns: int, d: Path, probe: Probe, dsn: str | None)
     durable before the next model call). Payload: the checkpoint and write rows' bytes."""
     from langchain_core.messages import HumanMessage
 
-    saver, probe.payload, probe.stored = _lg_saver(kind, d, dsn)
+    saver, probe.payload, probe.stored, probe.server_cpu = _lg_saver(kind, d, dsn)
     app = agent_graph(scripted_chat_model(_lg_reply(turns, probe.call)), TOOLS).compile(checkpointer=saver)
     config: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": 2 * turns + 10}
     probe.start()
@@ -312,7 +353,7 @@ def resume_langgraph(kind: str, turns: int, d: Path, dsn: str | None) -> tuple[f
     its latest checkpoint; then `get_state_history` (filtered on the step) finds the checkpoint
     after the middle turn's tools and `invoke(None, that config)` forks from it. Each up to the
     first model call."""
-    saver, _, _ = _lg_saver(kind, d, dsn)
+    saver, _, _, _ = _lg_saver(kind, d, dsn)
     ready = Ready()
     fork_ready = Ready()
     which = [ready]
