@@ -64,7 +64,7 @@ def child(argv: Sequence[str]) -> None:
     """`--child run|resume SYSTEM TURNS DIR [DSN] [SPAWNED]`: one measured run (killed at its
     last turn, `DIR/run.json`) or its resume and fork (`DIR/resume.json`)."""
     mode, system, turns_s, d_s, dsn = argv[:5]
-    imported_at = time.time()
+    entered = time.time()
     import _peer_systems as ps
 
     turns, d = int(turns_s), Path(d_s)
@@ -82,7 +82,6 @@ def child(argv: Sequence[str]) -> None:
             asyncio.run(ps.run_pydantic(turns, d, probe))
         return
     spawned = float(argv[5])
-    opened = time.time()
     if system == "runfold":
         notes = json.loads((d / "run.json").read_text())["notes"]
         ready, fork_s = asyncio.run(ps.resume_runfold(turns, d, notes))
@@ -94,8 +93,7 @@ def child(argv: Sequence[str]) -> None:
         ready, fork_s = asyncio.run(ps.resume_pydantic(turns, d))
     out = {
         "resume_s": ready - spawned,
-        "resume_open_s": ready - opened,
-        "imports_s": opened - imported_at,
+        "resume_open_s": ready - entered,
         "fork_s": fork_s,
     }
     (d / "resume.json").write_text(json.dumps(out), encoding="utf-8")
