@@ -55,6 +55,28 @@ COLUMNS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("fork_s", "fork ms", lambda v: f"{v * 1000:.1f}"),
 )
 """(result key, column head, format) of the table; every column is lower-is-better."""
+PACKAGES = (
+    "langgraph",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres",
+    "psycopg",
+    "openai-agents",
+    "pydantic-ai-slim",
+)
+"""The peers' distributions whose versions the report names."""
+
+
+def versions() -> str:
+    """`name version` of each installed distribution of PACKAGES, comma-separated."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in PACKAGES:
+        try:
+            out.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(out) or "no peers installed"
 
 
 # ---- the child processes ----
@@ -290,11 +312,18 @@ def plots(results: Sequence[dict[str, Any]], floors: dict[int, dict[str, float]]
 
     done = [r for r in results if not r.get("skipped")]
     paths = []
-    for key, scale, ylabel, name in (
-        ("us_turn", 1e-3, "wall time per turn, ms (whole run)", "peers-time-per-turn.png"),
-        ("bytes_turn_last", 1.0, "bytes stored per turn (last 10% of turns)", "peers-bytes-per-turn.png"),
+    for key, scale, ylabel, name, title in (
+        ("us_turn", 1e-3, "wall time per turn, ms (whole run)", "peers-time-per-turn.png", "Time per turn"),
+        (
+            "bytes_turn_last",
+            1.0,
+            "bytes stored per turn (last 10% of turns)",
+            "peers-bytes-per-turn.png",
+            "Bytes stored per turn",
+        ),
     ):
         fig, ax = plt.subplots(figsize=(7, 4.5))
+        ax.set_title(f"{title}: N turns of two tool calls, zero-latency model")
         for system in SYSTEMS:
             pts = sorted((r["turns"], r[key] * scale) for r in done if r["system"] == system)
             if pts:
@@ -407,9 +436,14 @@ def main(argv: Sequence[str] | None = None, emit: Callable[[str], None] = print)
         else:
             systems.append(s)
     emit(f"measuring {', '.join(systems)} at N = {', '.join(f'{n:,}' for n in sizes)}")
-    emit(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    header = [
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} cores, load average before {load_before}",
+        versions(),
+    ]
+    for line in header:
+        emit(line)
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="runfold-peers-"))
     pg = Postgres() if "langgraph-postgres" in systems else None
@@ -440,14 +474,26 @@ def main(argv: Sequence[str] | None = None, emit: Callable[[str], None] = print)
         if pg:
             pg.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    header.append(f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    skips = [
+        f"{r['system']} {r['turns']:,}: skipped (estimated {r['estimate_s']:,.0f} s)"
+        for r in results
+        if r.get("skipped")
+    ]
+    report = [
+        "; ".join(header),
+        "",
+        table(results),
+        "",
+        *[f"- {v}" for v in (*verdicts(results, floors), *skips)],
+    ]
     emit("")
-    emit(table(results))
-    emit("")
-    for line in verdicts(results, floors):
+    for line in report[2:]:
         emit(line)
-    emit(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    emit(header[-1])
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (args.out / "table.md").write_text(table(results) + "\n", encoding="utf-8")
+    (args.out / "report.md").write_text("\n".join(report) + "\n", encoding="utf-8")
     if missing_modules(["matplotlib"]):
         emit("matplotlib is not installed here: no plots (it is in bench/requirements-peers.txt)")
     else:
