@@ -357,8 +357,9 @@ def _estimate_s(results: Sequence[dict[str, Any]], system: str, turns: int) -> f
 
 
 def profile(turns: int, emit: Callable[[str], None] = print) -> None:
-    """cProfile of runfold in this process: one run of `turns` turns (the turn loop, stopped at
-    the last turn's model call), then its continuation and its fork at the middle turn."""
+    """cProfile of runfold in this process: the last 10% of the turns of one run of `turns`
+    turns (stopped at the last turn's model call), then its continuation and its fork at the
+    middle turn."""
     import cProfile
     import io
     import pstats
@@ -366,10 +367,17 @@ def profile(turns: int, emit: Callable[[str], None] = print) -> None:
     import _peer_systems as ps
 
     class Stop(ps.Probe):
+        """Profiles the last 10% of the turns only (the turn at this history length)."""
+
+        prof = cProfile.Profile()
+
         def call(self, k: int) -> None:
             if k == self.turns // 2:
                 self.on_mid()
+            if k == self.turns - self.m:
+                self.prof.enable()
             if k == self.turns:
+                self.prof.disable()
                 raise SystemExit(0)
 
     def show(prof: cProfile.Profile, title: str) -> None:
@@ -381,10 +389,9 @@ def profile(turns: int, emit: Callable[[str], None] = print) -> None:
     d = Path(tempfile.mkdtemp(prefix="runfold-peers-prof-"))
     try:
         probe = Stop(turns, d)
-        prof = cProfile.Profile()
         with contextlib.suppress(SystemExit):
-            prof.runcall(asyncio.run, ps.run_runfold(turns, d, probe))
-        show(prof, f"runfold, {turns} turns")
+            asyncio.run(ps.run_runfold(turns, d, probe))
+        show(probe.prof, f"runfold, the last {probe.m:,} of {turns:,} turns")
         from runfold.api import Workspace
 
         ws = Workspace.open(d / "ws")
