@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib.util
 import json
 import os
 import sqlite3
@@ -27,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _common import agent_graph, fmt_bytes, marginal, missing_modules, scripted_chat_model, tree_bytes
 from runfold.api import Workspace
 from runfold.core.records import Record
 
@@ -71,11 +71,6 @@ def script_entries(turns: int) -> list[dict[str, Any]]:
     return out
 
 
-def tree_bytes(path: Path) -> int:
-    """Total size in bytes of the regular files under `path`."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
 @dataclass
 class Measure:
     """One run of one system at one history size.
@@ -103,16 +98,6 @@ class Measure:
     bytes_per_turn_last: float
     written_bytes: int
     notes: dict[str, Any] = field(default_factory=dict)
-
-
-def _marginal(marks: Sequence[tuple[int, int]], turns: int) -> tuple[float, float]:
-    """(µs per turn, bytes per turn) over the last 10% of the tool turns, from `marks[k]` =
-    (perf_counter_ns, bytes so far) at the start of model call k (k = 0..turns)."""
-    if len(marks) != turns + 1:
-        raise RuntimeError(f"expected {turns + 1} model calls, saw {len(marks)}")
-    m = max(1, turns // 10)
-    (t0, b0), (t1, b1) = marks[turns - m], marks[turns]
-    return (t1 - t0) / 1000 / m, (b1 - b0) / m
 
 
 # ---- runfold ----
@@ -153,7 +138,7 @@ async def measure_runfold(turns: int, root: Path) -> Measure:
         raise RuntimeError(
             f"runfold run ended {out.completion} after {out.tool_calls} tool calls: {out.reason}"
         )
-    last_us, last_b = _marginal(marks, turns)
+    last_us, last_b = marginal(marks, turns)
     stored = tree_bytes(ws_dir / ".runfold")
     return Measure(
         "runfold",
@@ -175,51 +160,25 @@ async def measure_runfold(turns: int, root: Path) -> Measure:
 
 def langgraph_available() -> bool:
     """True when `langgraph` and `langgraph.checkpoint.sqlite` are importable."""
-    try:
-        return (
-            importlib.util.find_spec("langgraph") is not None
-            and importlib.util.find_spec("langgraph.checkpoint.sqlite") is not None
-        )
-    except ModuleNotFoundError:
-        return False
+    return not missing_modules(["langgraph", "langgraph.checkpoint.sqlite"])
 
 
 def _langgraph_model(turns: int) -> Any:
     """A zero-latency chat model answering from the same script as runfold: AIMessages with one
-    `echo` tool call each, then the closing text. `bind_tools` returns the model itself."""
-    from langchain_core.language_models.chat_models import BaseChatModel
+    `echo` tool call each, then the closing text."""
     from langchain_core.messages import AIMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
-    from pydantic import PrivateAttr
 
-    class ScriptedChatModel(BaseChatModel):
-        turns: int
-        _next: int = PrivateAttr(default=0)
+    def reply(i: int, messages: Any) -> Any:
+        if i > turns:
+            raise RuntimeError(f"the script has no reply left after {turns + 1}")
+        if i < turns:
+            return AIMessage(
+                content="",
+                tool_calls=[{"name": TOOL_NAME, "args": tool_args(i), "id": call_id(i), "type": "tool_call"}],
+            )
+        return AIMessage(content=FINAL_TEXT)
 
-        @property
-        def _llm_type(self) -> str:
-            return "scripted"
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
-
-        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-            i = self._next
-            if i > self.turns:
-                raise RuntimeError(f"the script has no reply left after {self.turns + 1}")
-            self._next += 1
-            if i < self.turns:
-                msg = AIMessage(
-                    content="",
-                    tool_calls=[
-                        {"name": TOOL_NAME, "args": tool_args(i), "id": call_id(i), "type": "tool_call"}
-                    ],
-                )
-            else:
-                msg = AIMessage(content=FINAL_TEXT)
-            return ChatResult(generations=[ChatGeneration(message=msg)])
-
-    return ScriptedChatModel(turns=turns)
+    return scripted_chat_model(reply)
 
 
 def _langgraph_row_bytes(conn: sqlite3.Connection, lo: int, hi: int) -> int:
@@ -248,23 +207,9 @@ def measure_langgraph(turns: int, root: Path, durability: str = "async") -> Meas
     call runs the thread to its end (recursion limit 2·turns+10); the checkpointer persists every
     super-step (`durability`, LangGraph's default `async`)."""
     from langchain_core.messages import HumanMessage
-    from langchain_core.tools import tool
     from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
 
-    model = _langgraph_model(turns).bind_tools([echo])
-    lg_echo = tool(echo)
-
-    def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode([lg_echo]))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
+    graph = agent_graph(_langgraph_model(turns), [echo])
 
     db = root / f"langgraph-{turns}.sqlite"
     files = [db, Path(f"{db}-wal")]
@@ -297,7 +242,7 @@ def measure_langgraph(turns: int, root: Path, durability: str = "async") -> Meas
         "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0), COUNT(*) FROM checkpoints"
     ).fetchone()
     wrows = conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0), COUNT(*) FROM writes").fetchone()
-    last_us, _ = _marginal(marks, turns)
+    last_us, _ = marginal(marks, turns)
     m = max(1, turns // 10)
     last_b = _langgraph_row_bytes(conn, 2 * (turns - m), 2 * turns) / m
     conn.close()  # checkpoints the WAL into the database file
@@ -320,13 +265,6 @@ def measure_langgraph(turns: int, root: Path, durability: str = "async") -> Meas
 # ---- report ----
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit, k in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= k:
-            return f"{n / k:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def table(results: Sequence[Measure]) -> str:
     """The results as a fixed-width text table."""
     head = (
@@ -337,7 +275,7 @@ def table(results: Sequence[Measure]) -> str:
     for r in results:
         lines.append(
             f"{r.system:<10} {r.turns:>6} {r.total_s:>9.3f} {r.cpu_s:>8.3f} {r.us_per_turn:>10.0f} "
-            f"{r.cpu_s * 1e6 / r.turns:>12.0f} {r.us_per_turn_last:>16.0f} {_fmt_bytes(r.stored_bytes):>10} "
+            f"{r.cpu_s * 1e6 / r.turns:>12.0f} {r.us_per_turn_last:>16.0f} {fmt_bytes(r.stored_bytes):>10} "
             f"{r.bytes_per_turn:>10.0f} {r.bytes_per_turn_last:>15.0f}"
         )
     return "\n".join(lines)

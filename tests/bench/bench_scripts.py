@@ -12,8 +12,11 @@ BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 
 def load_bench(name: str) -> ModuleType:
     """`bench/<name>.py` executed once per test process and registered as
-    `sys.modules["bench_<name>"]` (dataclasses in it need their module registered). Raises
+    `sys.modules["bench_<name>"]` (dataclasses in it need their module registered), with `bench/`
+    on `sys.path` as when the script is run (its shared pieces are `bench/_common.py`). Raises
     FileNotFoundError when the script is absent."""
+    if str(BENCH_DIR) not in sys.path:
+        sys.path.insert(0, str(BENCH_DIR))
     key = f"bench_{name}"
     if key in sys.modules:
         return sys.modules[key]
