@@ -16,8 +16,8 @@ from runfold.api import Workspace
 from runfold.core.canonical import content_hash, encode_json
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import fold_run
-from runfold.core.fold.run import offloaded_content
 from runfold.core.kinds import Kind
+from runfold.core.offload import offloaded_content
 from runfold.core.payloads import ResultOffloaded, ToolResult
 from runfold.core.tool_result import tool_result_block
 from runfold.providers.scripted import ScriptedProvider

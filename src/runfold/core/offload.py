@@ -8,8 +8,8 @@ the line in the window.
 
 from __future__ import annotations
 
+from runfold.core.canonical import encode_json
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.core.fold.run import offloaded_content
 from runfold.core.ids import is_hex64
 from runfold.core.payloads import ResultOffloaded
 from runfold.core.window import ContextSettings
@@ -68,3 +68,14 @@ def offload_digest(payload: ResultOffloaded) -> str | None:
     loc = payload.locator
     digest = loc.removeprefix("cas:b3-")
     return digest if loc.startswith("cas:b3-") and is_hex64(digest) else None
+
+
+OFFLOAD_NOTE = "result offloaded"
+
+
+def offloaded_content(payload: ResultOffloaded) -> str:
+    """The `tool_result` content that replaces an offloaded result in the window (DESIGN.md §10):
+    the compact canonical JSON `{"bytes", "head", "locator", "note"}` (bytes: the full result's
+    size in bytes). One printer for the live turn and every fold."""
+    obj = {"bytes": payload.bytes, "head": payload.head, "locator": payload.locator, "note": OFFLOAD_NOTE}
+    return encode_json(obj).decode("utf-8")

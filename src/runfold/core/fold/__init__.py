@@ -11,7 +11,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from runfold.core.fold.decisions import DECISIONS, SAFE_PHASES, Decision, Phase
     from runfold.core.fold.fork import ForkPlan, plan_fork, raw_prefix
+    from runfold.core.fold.lineage_steps import (
+        Lineage,
+        LineageStep,
+        fork_point,
+        group_by_run,
+        lineage_lines,
+    )
     from runfold.core.fold.resume import (
         DanglingCall,
         LostRun,
@@ -21,21 +29,12 @@ if TYPE_CHECKING:
         successor_note,
     )
     from runfold.core.fold.run import (
-        DECISIONS,
-        SAFE_PHASES,
-        Decision,
-        Lineage,
-        LineageStep,
-        Phase,
         RunFold,
         RunFolder,
         fold_run,
-        fork_point,
-        group_by_run,
         inherit,
         line_phases,
         lineage,
-        lineage_lines,
         lineage_runs,
         not_in_lineage,
         safe_points,
@@ -96,15 +95,15 @@ __all__ = [
 
 _HOMES: dict[str, str] = {
     "Change": "runfold.core.fold.why",
-    "DECISIONS": "runfold.core.fold.run",
+    "DECISIONS": "runfold.core.fold.decisions",
     "DanglingCall": "runfold.core.fold.resume",
-    "Decision": "runfold.core.fold.run",
+    "Decision": "runfold.core.fold.decisions",
     "ForkPlan": "runfold.core.fold.fork",
-    "Lineage": "runfold.core.fold.run",
-    "LineageStep": "runfold.core.fold.run",
+    "Lineage": "runfold.core.fold.lineage_steps",
+    "LineageStep": "runfold.core.fold.lineage_steps",
     "LostRun": "runfold.core.fold.resume",
     "Part": "runfold.core.fold.why",
-    "Phase": "runfold.core.fold.run",
+    "Phase": "runfold.core.fold.decisions",
     "Pricing": "runfold.core.fold.runs",
     "ResumePlan": "runfold.core.fold.resume",
     "ResumeScan": "runfold.core.fold.resume",
@@ -112,16 +111,16 @@ _HOMES: dict[str, str] = {
     "RunFolder": "runfold.core.fold.run",
     "RunSummary": "runfold.core.fold.runs",
     "RunTally": "runfold.core.fold.runs",
-    "SAFE_PHASES": "runfold.core.fold.run",
+    "SAFE_PHASES": "runfold.core.fold.decisions",
     "TreeNode": "runfold.core.fold.runs",
     "WhyReport": "runfold.core.fold.why",
     "fold_run": "runfold.core.fold.run",
-    "fork_point": "runfold.core.fold.run",
-    "group_by_run": "runfold.core.fold.run",
+    "fork_point": "runfold.core.fold.lineage_steps",
+    "group_by_run": "runfold.core.fold.lineage_steps",
     "inherit": "runfold.core.fold.run",
     "line_phases": "runfold.core.fold.run",
     "lineage": "runfold.core.fold.run",
-    "lineage_lines": "runfold.core.fold.run",
+    "lineage_lines": "runfold.core.fold.lineage_steps",
     "lineage_runs": "runfold.core.fold.run",
     "not_in_lineage": "runfold.core.fold.run",
     "plan_fork": "runfold.core.fold.fork",

@@ -25,28 +25,27 @@ rule the fold applies covers both: a turn's conversation is marked sent at its
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn, TypeVar, assert_never
+from typing import NoReturn, assert_never
 
-from runfold.core.canonical import encode_json
 from runfold.core.causes import Cause
 from runfold.core.compaction import Change, apply_change, is_compaction_call
 from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
+from runfold.core.fold.decisions import SAFE_PHASES, Phase
+from runfold.core.fold.lineage_steps import Lineage, LineageStep, corrupt, fork_point, through, typed
 from runfold.core.fold.resume import closed_by_resume
-from runfold.core.ids import WORKSPACE_RUN, short_run_ids
+from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import Kind
 from runfold.core.messages import Block, Message, ToolResultBlock, ToolUseBlock, reply_blocks
+from runfold.core.offload import offloaded_content
 from runfold.core.payloads import (
     ContextChanged,
     ModelCalled,
     ModelReturned,
-    Payload,
     PromptAssembled,
     ResultOffloaded,
-    RunForked,
     RunStarted,
     SteerReceived,
     ToolCalled,
@@ -57,193 +56,7 @@ from runfold.core.speakers import render_opening, render_steer
 from runfold.core.tool_result import tool_result_block, tool_use_block_of
 from runfold.core.window import STRATEGIES
 
-P = TypeVar("P", bound=Payload)
-
-
-_PAYLOAD_CACHE: dict[str, Payload] = {}
-_PAYLOAD_CACHE_MAX = 1 << 16
-
-
-def typed(rec: Record, cls: type[P]) -> P:
-    """`rec.typed(cls)`, memoized by the line's chain hash (a line's payload is a pure function of
-    its bytes; folds at every seq of a run re-read the same lines). Raises like `Record.typed`."""
-    hit = _PAYLOAD_CACHE.get(rec.hash)
-    if isinstance(hit, cls):
-        return hit
-    payload = rec.typed(cls)
-    if len(_PAYLOAD_CACHE) >= _PAYLOAD_CACHE_MAX:
-        _PAYLOAD_CACHE.clear()
-    _PAYLOAD_CACHE[rec.hash] = payload
-    return payload
-
-
-class Decision(enum.StrEnum):
-    """What the run fold does with a line of a kind (DESIGN.md §4: every kind is decided)."""
-
-    OPEN = "open"
-    """`run_started`: the opening joins the conversation (cause `seed`)."""
-    FORKED = "forked"
-    """`run_forked`: names the mother; the lineage is folded from it before the run's own lines."""
-    ASSEMBLE = "assemble"
-    """`prompt_assembled`: the frozen prefix of the next request (kept for `why`)."""
-    MARK_SENT = "mark_sent"
-    """`prompt_shape_compared`: the conversation is marked sent."""
-    CALL = "call"
-    """`model_called`: a request leaves (marked sent here when the turn had no comparison); a
-    summary call's (`purpose: compaction`) changes nothing, at a turn boundary."""
-    REPLY = "reply"
-    """`model_returned`: the reply; with calls it opens a wave. A summary call's reply does not
-    join the conversation (its text arrives with the `context_changed` that uses it)."""
-    TOOL_CALL = "tool_call"
-    """`tool_called`: a call of the open wave (its `tool_use` when the reply lacks it)."""
-    TOOL_RESULT = "tool_result"
-    """`tool_result`: a result of the open wave; the last one commits the wave."""
-    OFFLOAD = "offload"
-    """`result_offloaded`: a result of the open wave is replaced by its head and locator."""
-    STEER = "steer"
-    """`steer_received`: user content (cause `message`), held when the open message was sent."""
-    REGION = "region"
-    """`context_changed`: a change to a region; for the conversation region a compaction at a
-    turn boundary, applied by `core.compaction.apply_change` (an unknown strategy is refused,
-    `E_LOG_VERSION_UNSUPPORTED`, never skipped)."""
-    FREEZE = "freeze"
-    """`run_frozen`: the run ends; an incomplete wave is dropped."""
-    NO_WINDOW_EFFECT = "no_window_effect"
-    """In-window kinds that change no conversation bytes: `signal_consumed` (the text arrives
-    with its `steer_received`), `run_policy_changed` (the policy shapes calls, not messages)."""
-    IGNORE = "ignore"
-    """Record-only kinds: they never decide request bytes."""
-
-
-DECISIONS: dict[Kind, Decision] = {
-    Kind.RUN_STARTED: Decision.OPEN,
-    Kind.RUN_FORKED: Decision.FORKED,
-    Kind.PROMPT_ASSEMBLED: Decision.ASSEMBLE,
-    Kind.PROMPT_SHAPE_COMPARED: Decision.MARK_SENT,
-    Kind.MODEL_CALLED: Decision.CALL,
-    Kind.MODEL_RETURNED: Decision.REPLY,
-    Kind.TOOL_CALLED: Decision.TOOL_CALL,
-    Kind.TOOL_RESULT: Decision.TOOL_RESULT,
-    Kind.RESULT_OFFLOADED: Decision.OFFLOAD,
-    Kind.STEER_RECEIVED: Decision.STEER,
-    Kind.CONTEXT_CHANGED: Decision.REGION,
-    Kind.RUN_FROZEN: Decision.FREEZE,
-    Kind.SIGNAL_CONSUMED: Decision.NO_WINDOW_EFFECT,
-    Kind.RUN_POLICY_CHANGED: Decision.NO_WINDOW_EFFECT,
-    Kind.WORKSPACE_INITIALIZED: Decision.IGNORE,
-    Kind.SESSION_OPENED: Decision.IGNORE,
-    Kind.CHECKPOINT_COMMITTED: Decision.IGNORE,
-    Kind.HANDOFF_WRITTEN: Decision.IGNORE,
-    Kind.CANCEL_RECEIVED: Decision.IGNORE,
-    Kind.WATCHDOG_FIRED: Decision.IGNORE,
-    Kind.BUDGET_LIMIT: Decision.IGNORE,
-    Kind.PROVIDER_DEGRADED: Decision.IGNORE,
-    Kind.GATE_DENIED: Decision.IGNORE,
-    Kind.LOG_TRUNCATED: Decision.IGNORE,
-    Kind.SIGNAL_ENQUEUED: Decision.IGNORE,
-    Kind.EVAL_RUN: Decision.IGNORE,
-    Kind.CACHE_RENEWED: Decision.IGNORE,
-}
-"""Every `Kind` and what the run fold does with it; a test checks it covers `Kind` exactly."""
-
-
-class Phase(enum.StrEnum):
-    """Where a run stands after a line (see the module docstring); safe cuts are IDLE and FROZEN."""
-
-    IDLE = "idle"
-    ASSEMBLED = "assembled"
-    CALLING = "calling"
-    WAVE = "wave"
-    FROZEN = "frozen"
-
-
-SAFE_PHASES: frozenset[Phase] = frozenset({Phase.IDLE, Phase.FROZEN})
-
-OFFLOAD_NOTE = "result offloaded"
-
-
-def offloaded_content(payload: ResultOffloaded) -> str:
-    """The `tool_result` content that replaces an offloaded result in the window (DESIGN.md §10):
-    the compact canonical JSON `{"bytes", "head", "locator", "note"}` (bytes: the full result's
-    size in bytes). One printer for the live turn and every fold."""
-    obj = {"bytes": payload.bytes, "head": payload.head, "locator": payload.locator, "note": OFFLOAD_NOTE}
-    return encode_json(obj).decode("utf-8")
-
-
-# ---- lineage ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LineageStep:
-    """One run of a lineage and the part of its lines inherited: seqs `first`..`last` (inclusive)."""
-
-    run: str
-    first: int
-    last: int
-    lines: tuple[Record, ...]
-
-
-@dataclass(frozen=True)
-class Lineage:
-    """A run and, for a fork, the runs it inherits from: oldest first, each cut at the fork point."""
-
-    steps: tuple[LineageStep, ...]
-
-    @property
-    def run(self) -> str:
-        return self.steps[-1].run
-
-    def records(self) -> Iterable[Record]:
-        for step in self.steps:
-            yield from step.lines
-
-    def seqs(self) -> list[int]:
-        return [r.seq for r in self.records()]
-
-    def describe(self) -> str:
-        """`run 0198f6a2: seqs 1–12; run 0198f6b0: seqs 40–45` (oldest first), each run named by
-        the shortest prefix that tells the lineage's runs apart (`ids.short_run_ids`)."""
-        names = short_run_ids(s.run for s in self.steps)
-        return "; ".join(f"run {names[s.run]}: seqs {s.first}–{s.last}" for s in self.steps)
-
-
-def group_by_run(records: Iterable[Record]) -> dict[str, list[Record]]:
-    """The lines of each run in seq order (workspace-level lines are grouped under the nil run)."""
-    out: dict[str, list[Record]] = {}
-    for rec in records:
-        out.setdefault(rec.run, []).append(rec)
-    return out
-
-
-def fork_point(lines: Sequence[Record]) -> tuple[str, int] | None:
-    """The `(mother, at_seq)` of a run's `run_forked` line, or None when the run is not a fork.
-
-    Only lines before the run's first request are looked at (a fork writes `run_forked` right
-    after `run_started`). Raises `E_LEDGER_CORRUPT` naming the seq when the payload is unreadable.
-    """
-    for rec in lines[:4]:
-        if rec.known and rec.kind is Kind.RUN_FORKED:
-            forked = typed(rec, RunForked)
-            return forked.from_, forked.at_seq
-    return None
-
-
-def lineage_lines(run_records: Callable[[str], Sequence[Record]], run: str) -> dict[str, list[Record]]:
-    """`run`'s lines and each mother's, following `fork_point` (run id → lines in seq order),
-    read one run at a time with `run_records` (a ledger's); what `lineage` and the folds read."""
-    out: dict[str, list[Record]] = {}
-    todo: str | None = run
-    while todo is not None and todo not in out:
-        out[todo] = list(run_records(todo))
-        point = fork_point(out[todo])
-        todo = point[0] if point is not None else None
-    return out
-
-
-def lineage_runs(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> list[str]:
-    """The runs whose lines `run`'s fold reads, oldest first (ends with `run`). A caller that reads
-    runs one at a time can call `fork_point` on each instead. Raises like `lineage`."""
-    return [s.run for s in lineage(lines_by_run, run).steps]
+# ---- lineage -----------------------------------------------------------------------------------
 
 
 def lineage(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> Lineage:
@@ -265,22 +78,22 @@ def lineage(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> Lineage:
         )
     first = lines[0]
     if not first.known or first.kind is not Kind.RUN_STARTED:
-        _corrupt(first, "kind", f"run {run} starts with {first.kind_name}, not run_started")
+        corrupt(first, "kind", f"run {run} starts with {first.kind_name}, not run_started")
     point = fork_point(lines)
     if point is None:
         return Lineage((LineageStep(run, lines[0].seq, lines[-1].seq, tuple(lines)),))
     mother, at_seq = point
     forked_line = next(r for r in lines[:4] if r.known and r.kind is Kind.RUN_FORKED)
     if mother == run or mother not in lines_by_run or at_seq >= first.seq:
-        _corrupt(
+        corrupt(
             forked_line,
             "data.from",
             f"run_forked names run {mother} at seq {at_seq}, which is not an earlier line of another run",
         )
     mother_lineage = lineage(lines_by_run, mother)
-    inherited = _through(mother_lineage, at_seq)
+    inherited = through(mother_lineage, at_seq)
     if inherited is None or not _scan(inherited).is_safe(at_seq):
-        _corrupt(
+        corrupt(
             forked_line,
             "data.at_seq",
             f"run_forked at_seq {at_seq} is not a safe cut point of run {mother}",
@@ -289,17 +102,10 @@ def lineage(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> Lineage:
     return Lineage((*inherited.steps, own))
 
 
-def _through(lin: Lineage, seq: int) -> Lineage | None:
-    """`lin` cut after `seq` (None when `seq` is not a line of it)."""
-    steps: list[LineageStep] = []
-    for step in lin.steps:
-        if seq < step.first:
-            break
-        kept = tuple(r for r in step.lines if r.seq <= seq)
-        steps.append(LineageStep(step.run, step.first, kept[-1].seq, kept))
-        if any(r.seq == seq for r in step.lines):
-            return Lineage(tuple(steps))
-    return None
+def lineage_runs(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> list[str]:
+    """The runs whose lines `run`'s fold reads, oldest first (ends with `run`). A caller that reads
+    runs one at a time can call `fork_point` on each instead. Raises like `lineage`."""
+    return [s.run for s in lineage(lines_by_run, run).steps]
 
 
 # ---- the fold ---------------------------------------------------------------------------------
@@ -342,20 +148,10 @@ class FoldState:
     """Per flattened block of the conversation: the seq of the line at which it entered."""
 
 
-def _corrupt(rec: Record, field_name: str, why: str) -> NoReturn:
-    raise RunfoldError(
-        ErrorCode.LEDGER_CORRUPT,
-        f"fold seq {rec.seq} ({rec.kind_name}, field {field_name}): {why}",
-        f"run {rec.run}",
-        f"inspect the line with `runfold show {rec.seq}`; the ledger holds a line this fold cannot "
-        "place, so restore it from a copy or report it",
-    )
-
-
 def _placed(rec: Record, exc: RunfoldError, field_name: str) -> NoReturn:
     """A line whose payload reads but does not continue the conversation (e.g. a reply with no
     user turn before it): refused as corrupt, naming seq and field."""
-    _corrupt(rec, field_name, exc.action)
+    corrupt(rec, field_name, exc.action)
 
 
 @dataclass
@@ -383,7 +179,7 @@ class _Folder:
 
     def conv(self, rec: Record) -> Conversation:
         if self.st.conversation is None:
-            _corrupt(rec, "kind", "an in-window line before the run's run_started")
+            corrupt(rec, "kind", "an in-window line before the run's run_started")
         return self.st.conversation
 
     def _count_landed(self, seq: int) -> None:
@@ -396,7 +192,7 @@ class _Folder:
 
     def _expect(self, rec: Record, phases: frozenset[Phase], what: str) -> None:
         if self.st.phase not in phases:
-            _corrupt(rec, "kind", f"{what} while the run is {self.st.phase.value}")
+            corrupt(rec, "kind", f"{what} while the run is {self.st.phase.value}")
 
     # -- the step -----------------------------------------------------------------------------
 
@@ -516,10 +312,10 @@ class _Folder:
             _placed(rec, exc, "data.opening")
         if inherits:
             if st.conversation is None:
-                _corrupt(rec, "kind", "a fork's run_started with no inherited conversation")
+                corrupt(rec, "kind", "a fork's run_started with no inherited conversation")
             st.conversation = inherit(st.conversation)
         elif st.conversation is not None:
-            _corrupt(rec, "kind", "a second run_started in one lineage")
+            corrupt(rec, "kind", "a second run_started in one lineage")
         else:
             st.conversation = Conversation()
         try:
@@ -544,12 +340,12 @@ class _Folder:
                 "upgrade runfold to a version that folds this compaction strategy; nothing was skipped",
             )
         if changed.cause != Cause.COMPACTION:
-            _corrupt(rec, "data.cause", f"a conversation change with cause {changed.cause!r}, not compaction")
+            corrupt(rec, "data.cause", f"a conversation change with cause {changed.cause!r}, not compaction")
         try:
             change = Change.of(changed.to_data())
             self.st.conversation = apply_change(self.conv(rec), change, rec.seq)
         except RunfoldError as exc:
-            _corrupt(rec, exc.subject, exc.action)
+            corrupt(rec, exc.subject, exc.action)
         if change.failed is None:
             self.st.revision += 1
 
@@ -566,16 +362,16 @@ class _Folder:
         try:
             blocks = reply_blocks(returned.message)
         except RunfoldError as exc:
-            _corrupt(rec, exc.subject, exc.action)
+            corrupt(rec, exc.subject, exc.action)
         use_ids = [b["id"] for b in blocks if b["kind"] == "tool_use"]
         if returned.calls < len(use_ids):
-            _corrupt(
+            corrupt(
                 rec,
                 "data.calls",
                 f"calls is {returned.calls} but the message holds {len(use_ids)} tool_use blocks",
             )
         if len(set(use_ids)) != len(use_ids):
-            _corrupt(rec, "data.message.content", "two tool_use blocks share an id")
+            corrupt(rec, "data.message.content", "two tool_use blocks share an id")
         st.sent_this_turn = False
         if returned.calls == 0:
             conv = self.conv(rec)
@@ -594,11 +390,11 @@ class _Folder:
         assert wave is not None
         call = typed(rec, ToolCalled)
         if call.id in wave.called:
-            _corrupt(rec, "data.id", f"tool call {call.id!r} was already called in this wave")
+            corrupt(rec, "data.id", f"tool call {call.id!r} was already called in this wave")
         if call.id not in wave.use_ids:
             extra = sum(1 for c in wave.called if c not in wave.use_ids)
             if extra >= wave.calls - len(wave.use_ids):
-                _corrupt(
+                corrupt(
                     rec,
                     "data.id",
                     f"call {call.id!r} is not one of the {wave.calls} calls the reply at seq {wave.reply_seq} asked for",
@@ -612,13 +408,13 @@ class _Folder:
         result = typed(rec, ToolResult)
         call_id = result.tool_use_id
         if call_id not in wave.use_ids and call_id not in wave.called:
-            _corrupt(
+            corrupt(
                 rec,
                 "data.tool_use_id",
                 f"{call_id!r} answers no call of the wave opened at seq {wave.reply_seq}",
             )
         if call_id in wave.results:
-            _corrupt(rec, "data.tool_use_id", f"call {call_id!r} was already answered in this wave")
+            corrupt(rec, "data.tool_use_id", f"call {call_id!r} was already answered in this wave")
         cause = "resume" if closed_by_resume(rec, result) else "tool_result"  # DESIGN.md §7
         block = tool_result_block(result)
         if call_id in wave.offloads:
@@ -655,7 +451,7 @@ class _Folder:
         if self.st.phase is not Phase.WAVE or wave is None or (
             call_id not in wave.results and call_id not in wave.called and call_id not in wave.use_ids
         ):
-            _corrupt(
+            corrupt(
                 rec,
                 "data.tool_use_id",
                 "a result is offloaded only inside its wave, next to its tool_result (this build "
@@ -842,7 +638,7 @@ def fold_run(
     """
     lin = lineage(lines_by_run, run)
     asked = lin.steps[-1].last if at_seq is None else at_seq
-    upto = _through(lin, asked)
+    upto = through(lin, asked)
     if upto is None:
         raise not_in_lineage(lin, asked, tail)
     scan = _scan(upto, track_landing)
@@ -857,7 +653,7 @@ def fold_run(
             f"({note.detail}); a cut keeps whole turns and whole waves, so it moved back to seq {cut}, "
             "the last safe point before it"
         )
-        upto = _through(lin, cut)
+        upto = through(lin, cut)
         assert upto is not None
         scan = _scan(upto, track_landing)
     st = scan.state
