@@ -82,3 +82,4 @@ def test_a_free_model_without_recorded_usage_costs_zero_in_runs_and_cost() -> No
     assert summary.cost_usd_micros == 0
     assert report.total.billed_usd_micros == 0
     assert report.total.usage_known is False
+

@@ -339,3 +339,19 @@ def test_an_error_raised_by_a_draft_propagates_and_leaves_the_writer_sound(tmp_p
             assert w.staged == 0
         w.append([good, good])  # the shared hasher was left clean: these hashes verify
     assert verify_path(tmp_path).lines == 4
+
+
+def test_subclasses_with_their_own_conversions_are_written_as_their_values() -> None:
+    """A str or int subclass whose __str__/__int__ says something else is still written as the
+    value it holds (what `json.dumps` writes), never as what its conversion returns."""
+
+    class Loud(str):
+        def __str__(self) -> str:
+            return "WEIRD"
+
+    class Off(int):
+        def __int__(self) -> int:
+            return 99
+
+    line = encode_line(envelope({Loud("k"): [Loud("s"), Off(7)]}))
+    assert line.endswith(b'"data":{"k":["s",7]}}')

@@ -209,12 +209,13 @@ def _plain(value: Json) -> Json:
     """`value` (which `check_json` accepts) rebuilt from exact JSON types, equal to it."""
     if value is None or value is True or value is False:
         return value
+    # the base types' own conversions: a subclass's __str__/__int__ must not change the value
     if isinstance(value, int):
-        return int(value)
+        return int.__int__(value)
     if isinstance(value, str):
-        return str(value)
+        return str.__str__(value)
     if isinstance(value, dict):
-        return {str(key): _plain(item) for key, item in value.items()}
+        return {str.__str__(key): _plain(item) for key, item in value.items()}
     return [_plain(item) for item in value]
 
 

@@ -35,13 +35,15 @@ _SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "stream": ((bool,), "true or false"),
     "thinking": ((Mapping,), "a table of the dialect's thinking keys"),
     "temperature_milli": ((int,), "a whole number of per-mille"),
-    "timeout_s": ((int, float), "a number of seconds"),
+    "timeout_s": ((int, float), "a number of seconds ≥ 1"),
     "model": ((str,), "a model name string"),
     "n_ctx": ((int,), "a whole number of tokens ≥ 1"),
     "seed": ((int,), "a whole number"),
     "n_threads": ((int,), "a whole number of threads ≥ 1"),
 }
 """A provider setting → the TOML types it takes and how the error names them."""
+_AT_LEAST_ONE: frozenset[str] = frozenset({"max_tokens", "n_ctx", "n_threads", "timeout_s"})
+"""Settings that must be ≥ 1 (a count or a time that cannot be zero or negative)."""
 
 KEY_ENV: dict[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
@@ -160,6 +162,8 @@ def _section(where: str, family: str, table: Mapping[str, Any]) -> ProviderSecti
             raise _unknown(where, f"providers.{family}.{key}", allowed, subject)
         types, wanted = _SETTING_TYPES[key]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise _bad(where, f"providers.{family}.{key}", f"give {wanted}", subject=subject)
+        if key in _AT_LEAST_ONE and isinstance(value, int | float) and value < 1:
             raise _bad(where, f"providers.{family}.{key}", f"give {wanted}", subject=subject)
         values[key] = dict(value) if isinstance(value, Mapping) else value
     return cls(**values)
