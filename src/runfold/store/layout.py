@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,9 @@ def parse_segment_name(name: str) -> int | None:
 def list_segments(ledger_dir: Path) -> list[tuple[int, Path]]:
     """The segments of a ledger directory as (first seq, path), ordered by first seq.
 
-    Files that are not named like a segment are ignored. A missing directory gives [].
+    Files that are not named like a segment are ignored. A missing directory gives []. Raises
+    `E_STORAGE_FATAL` naming the path when a segment is not a regular file (a FIFO, a device such
+    as `/dev/zero` behind a symlink, a socket): reading one could block or never end.
     """
     try:
         names = os.listdir(ledger_dir)
@@ -46,7 +49,28 @@ def list_segments(ledger_dir: Path) -> list[tuple[int, Path]]:
         return []
     found = [(seq, ledger_dir / n) for n in names if (seq := parse_segment_name(n)) is not None]
     found.sort()
+    for _, path in found:
+        _refuse_special(path)
     return found
+
+
+def _refuse_special(path: Path) -> None:
+    """Raise `E_STORAGE_FATAL` when `path` (followed through symlinks) exists and is neither a
+    regular file nor a directory (a directory is refused where it is opened, naming it)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # gone or unreadable: the open that follows names the fault
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    what = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+    raise RunfoldError(
+        ErrorCode.STORAGE_FATAL,
+        f"read the ledger segment ({what})",
+        str(path),
+        "a segment must be a regular file: move this one aside and restore the segment from a copy "
+        "of the ledger directory; nothing was read or changed",
+    )
 
 
 @dataclass(frozen=True)
