@@ -176,8 +176,11 @@ class Prefix:
 
     # ---- rendering ---------------------------------------------------------------------------
 
-    def spec(self, messages: Sequence[Message], images: Mapping[str, str] | None = None) -> RequestSpec:
-        """The `RequestSpec` of a request with this prefix and `messages`."""
+    def spec(
+        self, messages: Sequence[Message], images: Mapping[str, str] | None = None, uncached_tail: int = 0
+    ) -> RequestSpec:
+        """The `RequestSpec` of a request with this prefix and `messages` (`uncached_tail`: see
+        `RequestSpec`)."""
         return RequestSpec(
             model=self.model,
             system=self.system,
@@ -189,6 +192,7 @@ class Prefix:
             stream=self.stream,
             temperature_milli=self.temperature_milli,
             images=dict(images or {}),
+            uncached_tail=uncached_tail,
         )
 
 
