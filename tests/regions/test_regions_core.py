@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rg_support import RUN, Model, Writer
-from core.test_fold_support import MemLedger, lines_of
 
+from core.test_fold_support import MemLedger, lines_of
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import fold_run, safe_points
 from runfold.core.messages import text_block
