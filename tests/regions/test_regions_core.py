@@ -15,7 +15,7 @@ from core.test_fold_support import MemLedger, lines_of
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import fold_run, safe_points
 from runfold.core.messages import text_block
-from runfold.core.records import Draft
+from runfold.core.records import Draft, Record
 from runfold.core.regions import (
     EDITED_REGIONS,
     Edit,
@@ -126,17 +126,27 @@ def test_a_wave_dropped_whole_drops_its_edits() -> None:
     assert [n.name for n in fold.regions.notes] == ["plan"] and fold.regions.todo == ()
 
 
-def _corrupted(change: dict[str, Any]) -> RunfoldError:
+def _one_edit() -> list[Record]:
     mem = MemLedger()
     w = Writer(mem.append)
     w.start()
     w.wave([("notes", "write", "plan", "text", None)])
-    records = mem.records
-    at = next(i for i, r in enumerate(records) if r.kind_name == "context_changed")
-    data = {**records[at].env.data, **change}
+    return mem.records
+
+
+def _rewritten(records: list[Record], at: int, change: dict[str, Any] | None = None, upto: int | None = None) -> MemLedger:
+    """The lines of `records` through `upto` written again, line `at` with `change` merged."""
     rebuilt = MemLedger()
-    for i, r in enumerate(records):
-        rebuilt.append([Draft(r.env.run, r.env.who, r.kind_name, data if i == at else dict(r.env.data))])
+    for i, r in enumerate(records[:upto]):
+        data = {**r.env.data, **change} if i == at and change else dict(r.env.data)
+        rebuilt.append([Draft(r.env.run, r.env.who, r.kind_name, data)])
+    return rebuilt
+
+
+def _corrupted(change: dict[str, Any]) -> RunfoldError:
+    records = _one_edit()
+    at = next(i for i, r in enumerate(records) if r.kind_name == "context_changed")
+    rebuilt = _rewritten(records, at, change)
     with pytest.raises(RunfoldError) as caught:
         fold_run(lines_of(rebuilt.records), RUN)
     return caught.value
@@ -221,3 +231,16 @@ def test_a_request_with_regions_is_valid_and_the_tail_breakpoint_stays_on_the_co
         last = rendered.body["messages"][-1]["content"]
         assert last[-1]["type"] == "text" and "cache_control" not in last[-1]
         assert last[-2]["type"] == "tool_result" and last[-2]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_an_edit_whose_call_resume_closed_stays_applied() -> None:
+    """A crash after the edit's line and before its result: resume answers the call with
+    `E_TOOL_OUTCOME_UNKNOWN` (the tool may have acted), the wave completes, the edit stands."""
+    records = _one_edit()
+    cut = next(i for i, r in enumerate(records) if r.kind_name == "tool_result")
+    rebuilt = _rewritten(records, -1, upto=cut)
+    unknown = RunfoldError(ErrorCode.TOOL_OUTCOME_UNKNOWN, "finish tool call `notes_write`", "call c0", "check before retrying")
+    rebuilt.append([Draft(RUN, "runtime", "tool_result", {"tool_use_id": "c0", "name": "notes_write", "error": unknown.to_data()})])
+    rebuilt.append([Draft(RUN, "runtime", "run_frozen", {"completion": "cancelled", "cause": "process_died"})])
+    fold = fold_run(lines_of(rebuilt.records), RUN)
+    assert [n.text for n in fold.regions.notes] == ["text"]

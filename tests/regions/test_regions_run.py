@@ -120,9 +120,12 @@ def test_the_prompt_cache_survives_region_edits(tmp_path: Path) -> None:
     ws.close()
 
 
-def test_an_edit_past_its_budget_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("managed", ["", "compaction = []\nreminders_permille = []\n"])
+def test_an_edit_past_its_budget_is_refused_and_nothing_is_written(tmp_path: Path, managed: str) -> None:
+    """The budget is the region's share of the model's input window from `[models]`, whether or
+    not the turn boundary manages the window."""
     config = (
-        "[context]\nnotes_permille = 10\n"
+        f"[context]\nnotes_permille = 10\n{managed}"
         '[models."script"]\ncontext_window = 20000\nmax_output_tokens = 1000\n'
     )
     turns = [
@@ -195,7 +198,9 @@ def test_why_and_context_show_the_region_edits(tmp_path: Path) -> None:
     regions = {r["region"]: r for r in as_json["regions"]}
     assert [p["name"] for p in regions["todo"]["parts"]] == ["#1"]
     assert as_json["regions_block"].startswith("runtime: " + REGIONS_HEAD)
-    # the request `context` rebuilds is the one the run sent last
-    assert as_json["request"] is not None
-    kinds_seen = [r.kind for r in Workspace.open(root).records(run=out.run_id)]
-    assert Kind.CONTEXT_CHANGED in kinds_seen
+    # at the turn boundary before the last request, `context` rebuilds exactly the request sent
+    lines = Workspace.open(root).records(run=out.run_id)
+    last_call = max(r.seq for r in lines if r.kind is Kind.MODEL_CALLED)
+    at = max(r.seq for r in lines if r.kind is Kind.TOOL_RESULT)
+    before = json.loads(run_cli("context", out.run_id, "--at", str(at), "--json", "-w", root, cwd=root).out)
+    assert before["cut"] == at and before["request"]["sent_at"] == last_call

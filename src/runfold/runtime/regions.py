@@ -39,13 +39,13 @@ class RegionEditor:
     def budgets(self) -> Budgets:
         """The run's budgets in tokens: the window manager's when the window is managed, else
         `[context]` applied to the model's window as `runtime.compaction.window_config` finds it
-        (runfold's model table, the provider's `n_ctx`, or its default)."""
+        (`[models]`, runfold's model table, the provider's `n_ctx`, or its default)."""
         if self._budgets is None:
             loop = self.loop
             if loop.window is not None:
                 self._budgets = loop.window.budgets
             else:
-                config = window_config(loop.options.context, {}, loop.provider)
+                config = window_config(loop.options.context, loop.options.models, loop.provider)
                 self._budgets = budgets(config.settings, config.window, config.output, 0, loop.provider.model)
         return self._budgets
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from runfold.core.causes import Cause
-from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.core.fold.lineage_steps import corrupt
+from runfold.core.errors import RunfoldError
+from runfold.core.fold.lineage_steps import corrupt, unsupported
 from runfold.core.payloads import ContextChanged
 from runfold.core.records import Record
 from runfold.core.regions import OPS, Edit, Regions, apply_edit
@@ -39,13 +39,7 @@ def region_step(
     line does not lie inside its call (`tool_use_id`), its revisions do not continue the
     window's, its edit cannot apply, or its recorded bytes differ from the edit's."""
     if changed.op not in OPS.get(changed.region, ()):
-        raise RunfoldError(
-            ErrorCode.LOG_VERSION_UNSUPPORTED,
-            f"fold seq {rec.seq} (context_changed, field data.op {changed.op!r}): this build does not "
-            f"apply this {changed.region} edit",
-            f"run {rec.run}",
-            "upgrade runfold to a version that folds this region edit; nothing was skipped",
-        )
+        unsupported(rec, f"data.op {changed.op!r}", f"{changed.region} edit", "region edit")
     if changed.cause != Cause.CONTEXT_TOOL:
         corrupt(rec, "data.cause", f"a {changed.region} edit with cause {changed.cause!r}, not context_tool")
     call = changed.tool_use_id
