@@ -1,5 +1,5 @@
 """The built-in tools a run may opt into: read_file, write_file, edit_file, list_dir, search, exec,
-and (by name only) send_message and read_result.
+and (by name only) send_message, read_result and the context tools (`tools/regions.py`).
 
 Each is a typed function turned into a `Tool`, so its schema and description come from the
 same place as a user's tools (DESIGN.md §9). Paths are relative to the run's room; writes pass
