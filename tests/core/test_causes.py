@@ -46,13 +46,17 @@ WRITTEN_AT: dict[str, tuple[str, ...]] = {
         "runfold.core.fold.run:_Folder._compact",
         "runfold.runtime.compaction:WindowManager._record",
     ),
+    "context_tool": (
+        "runfold.core.fold.region_step:region_step",
+        "runfold.core.fold.why:why_report",
+        "runfold.runtime.regions:RegionEditor.edit",
+    ),
 }
 """Where runfold attributes a block or a change to each cause (module:qualname)."""
 
 NOT_YET: dict[str, str] = {
     "produced_part": "no runtime path produces window parts of its own yet",
     "transform": "no configured rewrite of the window exists yet",
-    "context_tool": "the context tools (notes, todo, scratch) are not built yet; why reads their lines",
     "hook": "there are no user hooks yet",
     "fan_out": "delegated child runs do not report back into the parent's window yet",
     "interaction": "approvals are not built yet",

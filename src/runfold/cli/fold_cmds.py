@@ -484,10 +484,16 @@ def context_cmd(
                     f"      {_block_line(b['block'])}   ({b['bytes']} B, seq {b['seq']}, {b['cause']}{landed})",
                     markup=False,
                 )
+        for part in region.get("parts", ()):
+            con.print(f"  {part['name']} {part['bytes']} B (seq {part['seq']}, {part['cause']})", markup=False)
         for held in region.get("held", ()):
             con.print(
                 f"  held (not yet delivered): {_preview(held['text'])}   (seq {held['seq']})", markup=False
             )
+    if data["regions_block"] is not None:
+        con.print("== the regions block, at the end of the last user message (after the tail breakpoint):", markup=False)
+        for line in data["regions_block"].splitlines():
+            con.print(f"    {line}", markup=False)
     if not view.prefix:
         con.print("prefix: not recorded in the content store; sizes only for the system region", markup=False)
 

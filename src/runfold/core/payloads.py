@@ -254,14 +254,28 @@ class SignalConsumed(Payload):
 
 @dataclasses.dataclass(kw_only=True)
 class ContextChanged(Payload):
-    """A change to a window region with its cause (DESIGN.md §10)."""
+    """A change to a window region with its cause (DESIGN.md §10).
+
+    Every change may record its sizes (in `extra`, integers): `bytes_added`, `bytes_removed`,
+    `tokens_added`, `tokens_removed`, `revision_before`, `revision_after`. The conversation's
+    compaction adds its strategy's fields (`core.compaction.Change`). An edit of the notes, todo
+    or scratch region (cause `context_tool`, `core.regions.Edit`) adds `op` (`write`, `append`,
+    `delete`, `add`, `done`), its fields `name?`, `text?`, `item?`, and `tool_use_id` of the
+    context tool call that made it (the line lies between that call's `tool_called` and its
+    `tool_result`); `added`/`removed` then list the entries' keys."""
 
     KIND = Kind.CONTEXT_CHANGED
+    OPTIONAL = frozenset({"op", "name", "text", "item", "tool_use_id"})
     region: str = ""
     cause: str = ""
     added: list[Json] = dataclasses.field(default_factory=list)
     removed: list[Json] = dataclasses.field(default_factory=list)
     token_delta: int = 0
+    op: str | None = None
+    name: str | None = None
+    text: str | None = None
+    item: int | None = None
+    tool_use_id: str | None = None
 
 
 @dataclasses.dataclass(kw_only=True)

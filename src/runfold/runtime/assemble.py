@@ -170,6 +170,7 @@ async def _drive(
         system=spec.system,
         context=config.context,
         window=window,
+        models=config.models,
     )
     if spec.retry is not None:
         options = dataclasses.replace(options, retry=spec.retry)

@@ -37,6 +37,7 @@ from runfold.core.payloads import (
     WatchdogFired,
 )
 from runfold.core.records import Draft, Record
+from runfold.core.regions import with_regions
 from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.render.spec import Rendered
 from runfold.core.validate.incremental import IncrementalValidator
@@ -45,6 +46,7 @@ from runfold.runtime.compaction import WindowManager
 from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.offload import Offloads
 from runfold.runtime.prefix import Prefix
+from runfold.runtime.regions import RegionEditor
 from runfold.runtime.retry import RetryPolicy, backoff_reason
 from runfold.runtime.safe_points import Interrupted, SafePoints
 from runfold.runtime.spec import new_run_id
@@ -103,8 +105,12 @@ class RunLoop:
         self.prefix = inputs.prefix
         self.options = options = inputs.options
         self.offloads = Offloads(inputs.cas, options.context)
+        self.regions = RegionEditor(self)  # the context tools' edits (DESIGN.md §10)
         self.ctx = dataclasses.replace(
-            inputs.ctx, offloaded=self.offloads.read, result_page_bytes=options.context.offload_bytes
+            inputs.ctx,
+            offloaded=self.offloads.read,
+            result_page_bytes=options.context.offload_bytes,
+            edit_region=self.regions.edit,
         )
         self.fork = inputs.fork
         self.bill = inputs.bill
@@ -313,8 +319,9 @@ class RunLoop:
                 IncrementalRenderer(prefix.dialect, prefix.spec(())),
                 IncrementalValidator(prefix.dialect),
             )
-        # the conversation's own messages: no copies
-        rendered, body_bytes = self._incremental[1].render_bytes(conv.messages_view())
+        # the conversation's own messages, no copies; the context regions after the tail breakpoint
+        messages, uncached = with_regions(conv.messages_view(), self.folder.regions)
+        rendered, body_bytes = self._incremental[1].render_bytes(messages, uncached)
         self._incremental[2].ensure_valid(rendered.body)
         return rendered, body_bytes
 
@@ -516,6 +523,7 @@ class RunLoop:
 
         def write_called(i: int, t: int) -> None:
             self._write(tool_called_payload(reqs[i], self.registry), t=t)
+            self.regions.calling(reqs[i].id)
             called.add(i)
 
         def write_pair(i: int, outcome: ToolOutcome) -> None:

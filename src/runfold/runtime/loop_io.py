@@ -8,7 +8,7 @@ ledger writer, the model, the tools, the frozen prefix); `RunChannels` links it 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -17,6 +17,7 @@ from runfold.core.fold import ForkPlan
 from runfold.core.fold.runs import RunTally
 from runfold.core.payloads import Evidence
 from runfold.core.records import Record
+from runfold.core.tokens import ModelLimits
 from runfold.core.window import ContextSettings
 from runfold.providers.base import Provider, StreamCallback, Usage
 from runfold.runtime.compaction import WindowConfig
@@ -52,6 +53,8 @@ class RunOptions:
     - `context`: `[context]` of config.toml (here: when a tool result is offloaded, DESIGN.md §10).
     - `window`: the model's window and the `[context]` settings the turn boundary compacts and
       reminds by (`runtime.compaction`, DESIGN.md §10); None: the window is not managed.
+    - `models`: the `[models]` table; the context tools' region budgets take the model's window
+      from it when `window` is None (`runtime.regions`).
     """
 
     task: str
@@ -65,6 +68,7 @@ class RunOptions:
     note: str | None = None
     context: ContextSettings = field(default_factory=ContextSettings)
     window: WindowConfig | None = None
+    models: Mapping[str, ModelLimits] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.locator import CasLocator, parse_locator
 from runfold.core.messages import Message
 from runfold.core.payloads import BytesRef, PromptAssembled, Segment
+from runfold.core.regions import with_regions
 from runfold.core.render import DIALECTS, RequestSpec, SystemSegment, ToolSpec, render, tools_bytes
 from runfold.core.render.spec import check_dialect
 from runfold.core.validate import validate
@@ -176,8 +177,11 @@ class Prefix:
 
     # ---- rendering ---------------------------------------------------------------------------
 
-    def spec(self, messages: Sequence[Message], images: Mapping[str, str] | None = None) -> RequestSpec:
-        """The `RequestSpec` of a request with this prefix and `messages`."""
+    def spec(
+        self, messages: Sequence[Message], images: Mapping[str, str] | None = None, uncached_tail: int = 0
+    ) -> RequestSpec:
+        """The `RequestSpec` of a request with this prefix and `messages` (`uncached_tail`: see
+        `RequestSpec`)."""
         return RequestSpec(
             model=self.model,
             system=self.system,
@@ -189,6 +193,7 @@ class Prefix:
             stream=self.stream,
             temperature_milli=self.temperature_milli,
             images=dict(images or {}),
+            uncached_tail=uncached_tail,
         )
 
 
@@ -278,11 +283,12 @@ def conversation_view(fold: fold_api.RunFold, dialect: str | None, cas: Cas) -> 
     object, `E_LEDGER_CORRUPT` for one that is not a prefix document."""
     prefix = stored_prefix(fold.prefix, fold.prefix_seq, cas)
     chosen = check_dialect(dialect or (prefix.dialect if prefix is not None else "anthropic"))
-    messages = fold.messages
+    messages, uncached = with_regions(fold.messages, fold.regions)  # the context regions block last
 
     def body_for(d: str) -> dict[str, Any]:
-        spec = prefix.spec(messages) if prefix is not None else RequestSpec(model="-", messages=messages)
-        return render(d, spec)
+        if prefix is not None:
+            return render(d, prefix.spec(messages, uncached_tail=uncached))
+        return render(d, RequestSpec(model="-", messages=messages, uncached_tail=uncached))
 
     verdicts = {d: validate(d, body_for(d)) for d in DIALECTS}
     return ConversationView(fold, chosen, body_for(chosen), verdicts, prefix is not None)

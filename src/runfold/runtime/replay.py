@@ -17,9 +17,11 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import RunFolder, lineage
 from runfold.core.kinds import Kind
 from runfold.core.locator import CasLocator, parse_locator
+from runfold.core.messages import Message
 from runfold.core.offload import missing_offload, offload_digest
 from runfold.core.payloads import ModelCalled, PromptAssembled, ResultOffloaded
 from runfold.core.records import Record
+from runfold.core.regions import with_regions
 from runfold.core.render import render_request, request_bytes
 from runfold.core.validate import validate
 from runfold.runtime.prefix import Prefix
@@ -122,10 +124,13 @@ def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: Loa
             conv = folder.conversation
             assert conv is not None
             dialect = called.dialect or prefix.dialect
-            messages = conv.messages
+            messages: Sequence[Message] = conv.messages
+            uncached = 0
             if summary_of is not None:  # a summary call: the messages it summarised, and the ask
                 messages = summary_request_messages(messages, summary_of)
-            rendered = render_request(dialect, prefix.spec(messages))
+            else:  # the context regions block after the tail breakpoint (core.regions)
+                messages, uncached = with_regions(messages, folder.regions)
+            rendered = render_request(dialect, prefix.spec(messages, uncached_tail=uncached))
             body = request_bytes(rendered.body)
             digest = content_hash(body)
             hashes.append((rec.seq, digest))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from runfold.core import fold as fold_api
+from runfold.core.regions import regions_text, with_regions
 from runfold.core.render import render_request, request_bytes
 from runfold.core.tokens import TokenCount
 from runfold.providers.base import Request
@@ -49,7 +50,9 @@ class WindowView:
         `system`: `segments` [{slot, text, edge, bytes, seq, cause}] and `tools` {bytes, seq,
         cause, table: [{name, description, input_schema, strict?}]}; `conversation`:
         `messages` [{index, role, blocks: [{seq, cause, landed, bytes, block}]}] and `held`
-        [{seq, text}]; the other regions: `parts` (empty until their tools exist)."""
+        [{seq, text}]; notes, todo and scratch: `parts` [{name, seq, cause, bytes}] (the
+        entries, then the block's envelope, `core.regions.region_entries`). `regions_block`: the
+        text of the regions block as the request carries it (None when every region is empty)."""
         report, prefix = self.report, self.prefix
         doc: dict[str, Any] = orjson.loads(prefix.document()) if prefix is not None else {}
         parts = report.parts
@@ -99,7 +102,11 @@ class WindowView:
             elif use.region == "conversation":
                 entry |= {"messages": messages, "held": held}
             else:
-                entry["parts"] = []
+                entry["parts"] = [
+                    {"name": p.name, "seq": p.seq, "cause": p.cause, "bytes": p.bytes}
+                    for p in parts
+                    if p.region == use.region
+                ]
             regions.append(entry)
         cal = report.to_data()["calibration"]
         return {
@@ -115,6 +122,7 @@ class WindowView:
             "calibration": cal,
             "settings": {k: doc[k] for k in SETTINGS} if prefix is not None else None,
             "regions": regions,
+            "regions_block": regions_text(self.fold.regions),
         }
 
 
@@ -151,7 +159,8 @@ def window_view(
         config.context, config.models, prefix.max_tokens if prefix is not None else None
     )
     if prefix is not None:
-        rendered = render_request(prefix.dialect, prefix.spec(fold.messages))
+        messages, uncached = with_regions(fold.messages, fold.regions)
+        rendered = render_request(prefix.dialect, prefix.spec(messages, uncached_tail=uncached))
         body = request_bytes(rendered.body)
         request = Request(prefix.dialect, prefix.model, rendered.body, body, prefix.stream)
         counted: TokenCount = count_offline(request, calibration=report.calibration, models=config.models)

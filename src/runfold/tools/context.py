@@ -91,6 +91,9 @@ class ToolContext:
       re-verified (the `read_result` tool); None outside a run loop. It raises `RunfoldError`
       (`E_INVALID_ARGS` for an unknown key, `E_STORAGE_FATAL` for a missing object);
       `result_page_bytes`: the most bytes one `read_result` call returns.
+    - `edit_region(region, op, fields) -> result`: applies a notes/todo/scratch edit of this run's
+      window (the context tools, `runtime.regions.RegionEditor.edit`); None outside a run loop.
+      It raises `RunfoldError` for an edit that cannot apply or would pass its region's budget.
 
     Raises `E_INVALID_ARGS` when `room` is not an address (DESIGN.md §9) or is reserved.
     """
@@ -109,6 +112,7 @@ class ToolContext:
     messenger: Callable[[str, str], dict[str, Any]] | None = field(default=None, compare=False)
     offloaded: Callable[[str], tuple[str, str, bytes]] | None = field(default=None, compare=False)
     result_page_bytes: int = 16384
+    edit_region: Callable[[str, str, dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(os.path.abspath(self.workspace)))

@@ -48,6 +48,17 @@ def corrupt(rec: Record, field_name: str, why: str) -> NoReturn:
     )
 
 
+def unsupported(rec: Record, fields: str, what: str, upgrade: str) -> NoReturn:
+    """`E_LOG_VERSION_UNSUPPORTED` for a line naming a change this build does not fold (`fields`:
+    where it says so; `what`: the change; `upgrade`: what a newer build folds)."""
+    raise RunfoldError(
+        ErrorCode.LOG_VERSION_UNSUPPORTED,
+        f"fold seq {rec.seq} ({rec.kind_name}, field {fields}): this build does not apply this {what}",
+        f"run {rec.run}",
+        f"upgrade runfold to a version that folds this {upgrade}; nothing was skipped",
+    )
+
+
 @dataclass(frozen=True)
 class LineageStep:
     """One run of a lineage and the part of its lines inherited: seqs `first`..`last` (inclusive)."""

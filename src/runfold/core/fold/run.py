@@ -35,6 +35,7 @@ from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.fold.decisions import SAFE_PHASES, Phase
 from runfold.core.fold.lineage_steps import Lineage, LineageStep, corrupt, fork_point, through, typed
+from runfold.core.fold.region_step import region_step
 from runfold.core.fold.resume import closed_by_resume
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import Kind
@@ -52,6 +53,7 @@ from runfold.core.payloads import (
     ToolResult,
 )
 from runfold.core.records import Record
+from runfold.core.regions import EDITED_REGIONS, Regions
 from runfold.core.speakers import render_opening, render_steer
 from runfold.core.tool_result import tool_result_block, tool_use_block_of
 from runfold.core.window import STRATEGIES
@@ -121,6 +123,7 @@ class _Wave:
     results: dict[str, tuple[ToolResultBlock, BlockSource]] = field(default_factory=dict)
     offloads: dict[str, ResultOffloaded] = field(default_factory=dict)
     """`result_offloaded` lines waiting for the result they name (written before it)."""
+    regions: Regions = field(default_factory=Regions)  # at the wave's opening: a wave dropped drops its edits
 
     def needed(self) -> int:
         return max(self.calls, len(self.use_ids))
@@ -143,7 +146,8 @@ class FoldState:
     compaction_call: bool = False
     """A summary call's `model_called` was folded and its reply has not come back."""
     revision: int = 0
-    """Compactions applied to the conversation so far in the lineage."""
+    """The window revision: compactions and region edits applied so far in the lineage."""
+    regions: Regions = field(default_factory=Regions)
     landed: list[int] = field(default_factory=list)
     """Per flattened block of the conversation: the seq of the line at which it entered."""
 
@@ -269,8 +273,12 @@ class _Folder:
                 if changed.region == "conversation":
                     self._expect(rec, frozenset({Phase.IDLE}), "a compaction inside a turn")
                     self._compact(rec, changed)
+                elif changed.region in EDITED_REGIONS and changed.op is not None:
+                    st.regions = region_step(rec, changed, st.regions, st.revision, st.wave)
+                    st.revision += 1
             case Kind.RUN_FROZEN:
                 st.compaction_call = False
+                st.regions = st.wave.regions if st.wave is not None else st.regions
                 st.wave = None  # a wave the run never completed is dropped whole
                 st.sent_this_turn = False
                 st.phase = Phase.FROZEN
@@ -382,7 +390,7 @@ class _Folder:
             conv.flush_held()
             st.phase = Phase.IDLE
             return
-        st.wave = _Wave(rec.seq, blocks, returned.calls, use_ids)
+        st.wave = _Wave(rec.seq, blocks, returned.calls, use_ids, regions=st.regions)
         st.phase = Phase.WAVE
 
     def _tool_called(self, rec: Record) -> None:
@@ -534,8 +542,13 @@ class RunFolder:
 
     @property
     def revision(self) -> int:
-        """How many compactions changed the conversation so far (the lineage's included)."""
+        """The window revision: compactions and region edits so far (the lineage's included)."""
         return self._folder.st.revision
+
+    @property
+    def regions(self) -> Regions:
+        """The notes, todo and scratch regions so far (`core.regions`)."""
+        return self._folder.st.regions
 
 
 @dataclass(frozen=True)
@@ -564,6 +577,7 @@ class RunFold:
     prefix_seq: int | None
     safe_points: tuple[int, ...]
     landed: tuple[int, ...] | None = None
+    regions: Regions = field(default_factory=Regions)  # the notes, todo and scratch at the cut
 
     @property
     def messages(self) -> list[Message]:
@@ -670,6 +684,7 @@ def fold_run(
         prefix_seq=st.prefix_seq,
         safe_points=tuple(safe),
         landed=tuple(st.landed) if track_landing else None,
+        regions=st.regions,
     )
 
 

@@ -29,6 +29,7 @@ from runfold.core.payloads import (
     RunStarted,
 )
 from runfold.core.records import Record
+from runfold.core.regions import region_entries
 from runfold.core.tokens import (
     Calibration,
     ModelLimits,
@@ -43,9 +44,9 @@ from runfold.core.window import REGIONS as BUDGET_REGIONS
 from runfold.core.window import Budgets, ContextSettings, Region, budgets
 
 REGIONS: tuple[str, ...] = ("system", "tools", "conversation")
-"""The regions `why` sizes, in window order (pinned notes, todo and scratch regions are not built
-yet; their `context_changed` lines appear as changes). `system` and `tools` together are the
-budget region `system` of `core.window`."""
+"""The regions of the frozen prefix and the conversation, in window order; the notes, todo and
+scratch regions (`core.regions`) follow, in the block at the request's end. `system` and `tools`
+together are the budget region `system` of `core.window`."""
 UNATTRIBUTED = "unattributed"
 """The label shown for a part or change with no cause of its own."""
 TOKEN_ESTIMATE = "estimated: bytes/4 rounded up, not a tokenizer count"
@@ -64,8 +65,8 @@ SIZE_FIELDS: tuple[str, ...] = (
 class Part:
     """One attributed part of the window.
 
-    `region`: `system` | `tools` | `conversation`; `name`: the segment slot, `tool table`, or
-    `message i block j (kind)`; `seq`: the line that put it there; `cause`: its §10 cause or None;
+    `region`: `system` | `tools` | `conversation` | `notes` | `todo` | `scratch`; `name`: the
+    segment slot, `tool table`, `message i block j (kind)`, or a region entry (`region_entries`); `seq`: the line that put it there; `cause`: its §10 cause or None;
     `bytes`: its size (a segment's recorded `len`, the tool table's `bytes`, a block's canonical
     JSON in the internal model); `landed`: the seq at which it entered the window (for held
     steer text, later than `seq`).
@@ -342,7 +343,7 @@ class WhyReport:
 
     def regions_used(self) -> list[RegionUse]:
         """Each budget region's bytes and tokens against its budget and the window (notes, todo
-        and scratch hold nothing until their tools exist)."""
+        and scratch: their entries' UTF-8 bytes and the block's envelope, `region_entries`)."""
         window = self.window
         limits = window.limits if window is not None else None
         out: list[RegionUse] = []
@@ -580,6 +581,8 @@ def why_report(
         changes.append(
             Change(at, "conversation", cause, src_seq, f"added {counted} to message {mi} ({role})", size)
         )
+    for region, name, seq, size in region_entries(fold.regions):  # the context tools' edits
+        parts.append(Part(region, name, seq, Cause.CONTEXT_TOOL, size, landed=seq))
     lower = -1 if since is None else since
     changes = sorted(
         (c for c in changes if lower < c.seq <= fold.cut),

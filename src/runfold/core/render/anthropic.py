@@ -74,7 +74,7 @@ def finish(spec: RequestSpec, messages: list[dict[str, Any]], opener: int | None
     ]
     breakpoints: list[str] = []
     if spec.cache_breakpoints:
-        tail_block = _tail_block(messages)
+        tail_block = _tail_block(messages, spec.uncached_tail)
         budget = MAX_BREAKPOINTS - (1 if tail_block is not None else 0)
         breakpoints = _place_prefix(spec, system, tools, budget)
         if tail_block is not None:
@@ -187,11 +187,13 @@ def _loop_opener_thinks(messages: list[dict[str, Any]], opener: int | None = Non
     return bool(messages[opener]["content"][0]["type"] in UNCACHEABLE)
 
 
-def _tail_block(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The last block of the last message that may carry `cache_control`."""
+def _tail_block(messages: list[dict[str, Any]], uncached: int = 0) -> dict[str, Any] | None:
+    """The last block of the last message that may carry `cache_control`, before its last
+    `uncached` blocks (`RequestSpec.uncached_tail`)."""
     if not messages:
         return None
-    for block in reversed(messages[-1]["content"]):
+    content = messages[-1]["content"]
+    for block in reversed(content[: len(content) - uncached]):
         if block["type"] not in UNCACHEABLE:
             return block  # type: ignore[no-any-return]
     return None

@@ -83,6 +83,7 @@ class IncrementalRenderer:
         self._ends: list[int] = []
         self._walk: list[int] = []  # Anthropic: the tool-loop walk back from wire[o] (anthropic.loop_step)
         self.walked = 0  # walk steps taken so far (the complexity tests read it)
+        self._uncached = 0  # RequestSpec.uncached_tail of the current call
 
     def reset(self) -> None:
         """Forget every rendered message (the next call renders all)."""
@@ -90,8 +91,10 @@ class IncrementalRenderer:
         self._wire, self._offsets, self._snaps, self._walk = [], [], [], []
         self._joined, self._ends = bytearray(), []
 
-    def render(self, messages: Sequence[Message]) -> Rendered:
-        """The request body and breakpoints for `messages`; see the class docstring."""
+    def render(self, messages: Sequence[Message], uncached_tail: int = 0) -> Rendered:
+        """The request body and breakpoints for `messages` (`uncached_tail`: see `RequestSpec`);
+        see the class docstring."""
+        self._uncached = uncached_tail
         k = first_difference(self._src, self._last_len, messages)
         try:
             self._truncate(k)
@@ -105,7 +108,7 @@ class IncrementalRenderer:
             self.reset()
             raise
 
-    def render_bytes(self, messages: Sequence[Message]) -> tuple[Rendered, bytes]:
+    def render_bytes(self, messages: Sequence[Message], uncached_tail: int = 0) -> tuple[Rendered, bytes]:
         """`render(messages)` and the body's exact bytes, equal to `request_bytes(body)`.
 
         The bytes are spliced from each kept piece's orjson bytes (encoded once, when the piece
@@ -114,7 +117,7 @@ class IncrementalRenderer:
         instead of re-encoding the whole history (DESIGN.md §4: these bytes are hashed into
         `model_called.request`).
         """
-        rendered = self.render(messages)
+        rendered = self.render(messages, uncached_tail)
         return rendered, self._body_bytes(rendered.body)
 
     # ---- per dialect ------------------------------------------------------------------------
@@ -177,7 +180,8 @@ class IncrementalRenderer:
                     self.walked += 1
                     walk.append(anthropic.loop_step(wire, o, walk[o - 2] if o >= 2 else o))
                 opener = walk[len(wire) - 2]
-            return anthropic.finish(self.spec, messages, opener)
+            spec = replace(self.spec, uncached_tail=self._uncached) if self._uncached else self.spec
+            return anthropic.finish(spec, messages, opener)
         if self.dialect == OPENAI_CHAT:
             return openai_chat.finish(self.spec, self._wire)
         return openai_responses.finish(self.spec, list(self._wire))

@@ -97,6 +97,9 @@ class RequestSpec:
     - `images`: base64 data of each image block's CAS locator (the core performs no I/O, so the
       caller resolves locators first).
     - `cache_breakpoints`: place Anthropic `cache_control` breakpoints (DESIGN.md §8).
+    - `uncached_tail`: how many trailing blocks of the last message follow the tail breakpoint
+      (the context regions block of `core.regions.with_regions`: it changes between requests,
+      so the breakpoint goes on the last block before it and the cached prefix survives).
     """
 
     model: str
@@ -110,6 +113,7 @@ class RequestSpec:
     temperature_milli: int | None = None
     images: Mapping[str, str] = field(default_factory=dict)
     cache_breakpoints: bool = True
+    uncached_tail: int = 0
 
 
 @dataclass(frozen=True)
