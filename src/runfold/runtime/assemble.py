@@ -21,7 +21,7 @@ from runfold.core.errors import invalid_args
 from runfold.core.records import Record
 from runfold.providers.base import Provider
 from runfold.providers.registry import provider_from_spec
-from runfold.runtime.compaction import window_config
+from runfold.runtime.compaction import model_window
 from runfold.runtime.config import WorkspaceConfig, require_key
 from runfold.runtime.executor import RunLoop
 from runfold.runtime.loop_io import RunChannels, RunInputs, RunOptions, RunOutcome
@@ -157,11 +157,7 @@ async def _drive(
     )
     bill = make_bill(config.prices)
     context = config.context
-    window = (
-        window_config(context, config.models, provider)
-        if context.compaction or context.reminders_permille
-        else None
-    )
+    window = model_window(config.models, provider) if context.compaction or context.reminders_permille else None
     options = RunOptions(
         task=spec.task,
         goal=spec.goal,

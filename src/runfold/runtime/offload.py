@@ -8,7 +8,7 @@ larger than `[context] offload_bytes`; if so the content is stored durably in th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.kinds import Kind
@@ -28,19 +28,24 @@ class Offloads:
         self.cas = cas
         self.settings = settings
         self.by_id: dict[str, tuple[str, int]] = {}
+        self.budget_bytes: Callable[[], int] | None = None
+        """The conversation budget in bytes when the run's window is managed (set by the run
+        loop from its window manager): a result alone larger is offloaded whatever its size."""
 
     def offload(self, tool: str, result: ToolResult) -> ResultOffloaded | None:
         """The `result_offloaded` payload for `result` when its window content is larger than
-        `offload_bytes` (pages of the paging tool never are offloaded), after storing the content
-        in the CAS durably; None when it stays in the window. Raises `E_STORAGE_FATAL` when the
-        CAS cannot store it."""
+        `offload_bytes` or alone larger than the conversation budget (`core.offload.should_offload`;
+        pages of the paging tool never are offloaded), after storing the content in the CAS
+        durably; None when it stays in the window. Raises `E_STORAGE_FATAL` when the CAS cannot
+        store it."""
         if tool == PAGING_TOOL:
             return None
         content = tool_result_block(result)["content"].encode("utf-8")
-        if not should_offload(content, self.settings):
+        budget = self.budget_bytes() if self.budget_bytes is not None else None
+        if not should_offload(content, self.settings, budget):
             return None
         digest = self.cas.put(content)  # durable (fsynced, renamed, directory fsynced) first
-        return offload_payload(result.tool_use_id, content, digest, self.settings)
+        return offload_payload(result.tool_use_id, content, digest, self.settings, budget)
 
     def remember(self, rec: Record) -> None:
         """Note a `result_offloaded` line (written by this run or inherited) for `read`."""
