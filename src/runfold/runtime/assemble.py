@@ -25,6 +25,7 @@ from runfold.runtime.compaction import model_window
 from runfold.runtime.config import WorkspaceConfig, require_key
 from runfold.runtime.executor import RunLoop
 from runfold.runtime.loop_io import RunChannels, RunInputs, RunOptions, RunOutcome
+from runfold.runtime.offload import with_paging
 from runfold.runtime.prefix import build_prefix, tool_specs
 from runfold.runtime.pricing import make_bill
 from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
@@ -121,7 +122,7 @@ def _registry(builtin: bool | Sequence[str], tools: Sequence[Any]) -> ToolRegist
     )
     for t in tools:
         registry.add(t)
-    return registry
+    return with_paging(registry)
 
 
 async def _drive(

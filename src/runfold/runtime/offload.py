@@ -3,7 +3,8 @@
 A run's `Offloads` decides, for each tool result as it is written, whether its window content is
 larger than `[context] offload_bytes`; if so the content is stored durably in the CAS before the
 `result_offloaded` line naming it is staged. It also answers the `read_result` tool from the CAS
-(hash re-verified) for every offloaded result of the run's lineage.
+(hash re-verified) for every offloaded result of the run's lineage; every run with a tool is
+given that tool (`with_paging`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from runfold.core.tool_result import tool_result_block
 from runfold.core.window import ContextSettings
 from runfold.runtime.replay import check_offloaded
 from runfold.store.cas import Cas
+from runfold.tools import ToolRegistry
+from runfold.tools.builtin import READ_RESULT
 
 
 class Offloads:
@@ -101,3 +104,15 @@ def check_lineage(records: Iterable[Record], cas: Cas) -> list[Record]:
     for rec in found:
         check_offloaded(rec, cas.get_locator, "fork the run")
     return found
+
+
+def with_paging(registry: ToolRegistry) -> ToolRegistry:
+    """`registry` with the paging tool (`read_result`) appended, last, when it holds any tool and
+    no tool of that name: any tool result may be offloaded (larger than `[context] offload_bytes`,
+    or alone larger than the conversation budget), so the model can always page it back
+    (DESIGN.md §10). Decided once when the run's tool table is built, so the frozen prefix never
+    changes mid-run; replay and forks of older runs read their own recorded table. A registry
+    with no tool is returned as it is (no result can be offloaded)."""
+    if len(registry) and PAGING_TOOL not in registry:
+        registry.add(READ_RESULT)
+    return registry
