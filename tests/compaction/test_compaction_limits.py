@@ -293,3 +293,43 @@ def test_a_summary_call_through_the_sdk_that_fails_leaves_the_window_and_is_reco
     report = ws.replay(out.run_id)
     assert report.ok, report.summary()
     ws.close()
+
+
+# ---- a successor on a model with a smaller window ---------------------------------------------------
+
+
+def test_a_successor_on_another_model_with_a_smaller_window_is_compacted_before_its_first_request(
+    tmp_path: Path,
+) -> None:
+    from cp_support import TwoScripts
+
+    from runfold.providers.scripted import ScriptedProvider
+
+    root = tmp_path / "ws"
+    ws = workspace(root, window=60000, extra="")
+    cfg = root / ".runfold" / "config.toml"
+    cfg.write_text(cfg.read_text() + '\n[models."small"]\ncontext_window = 4000\nmax_output_tokens = 500\n')
+    ws = Workspace.open(root)
+    _files(root, 6, 2500)
+    p = two_scripts([reply(say(f"r{i}"), read(f"c{i}", f"f{i}.txt")) for i in range(6)] + [reply(say("paused"))], [])
+    first = ws.run("read them", model=p, builtin_tools=["read_file"])
+    assert first.completion == "done" and not [r for r in ws.records(run=first.run_id) if r.kind is Kind.CONTEXT_CHANGED]
+    small = TwoScripts(
+        ScriptedProvider.of([reply(say("done"))], model="small"),
+        ScriptedProvider.of([reply(say("summary: six files of q"))], model="small"),
+    )
+    second = ws.continue_run(first.run_id, model=small, builtin_tools=["read_file"])
+    assert second.completion == "done", second.reason
+    lines = ws.records(run=second.run_id)
+    kinds = [r.kind_name for r in lines]
+    assert kinds.index("context_changed") < kinds.index("prompt_assembled")
+    called = next(r for r in lines if r.kind is Kind.MODEL_CALLED and r.env.data.get("purpose") is None)
+    assert called.env.data["model"] == "small"
+    assembled = next(r for r in lines if r.kind is Kind.PROMPT_ASSEMBLED)
+    prefix = Prefix.load(Cas(root).get_locator(parse_locator(assembled.env.data["prefix"])), "test")  # type: ignore[arg-type]
+    plen = prefix_bytes(prefix)
+    budget = min((4000 - 500) * 550 // 1000, (4000 - 500) - (plen + 3) // 4)
+    turns = [t for _, t, summary in request_measures(lines, plen) if not summary]
+    assert turns and all(t <= budget for t in turns), (turns, budget)
+    check_run(ws, second.run_id, small.requests)
+    ws.close()
