@@ -275,9 +275,9 @@ def test_config_default_model_and_turn_ceiling_are_used(ws: Path) -> None:
     assert (code, obj["completion"], obj["turns"]) == (5, "limit", 1)
     started = Workspace.open(ws).records(run=obj["run"], kind="run_started")[0]
     assert started.env.data["policy"] == {"max_turns": 1}
-    # the tool table holds the configured tools only
+    # the tool table holds the configured tools only (and the paging tool, appended last)
     body = Workspace.open(ws).request_at(obj["run"]).body
-    assert [t["name"] for t in body["tools"]] == ["list_dir"]
+    assert [t["name"] for t in body["tools"]] == ["list_dir", "read_result"]
 
 
 @pytest.mark.parametrize(

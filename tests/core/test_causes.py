@@ -33,7 +33,7 @@ WIRE = (
 
 WRITTEN_AT: dict[str, tuple[str, ...]] = {
     "seed": ("runfold.core.fold.run:_Folder._open", "runfold.core.fold.why:_prefix_history"),
-    "message": ("runfold.core.fold.run:_Folder._steer",),
+    "message": ("runfold.core.compaction:steer_cause",),
     "model_reply": (
         "runfold.core.fold.run:_Folder._reply",
         "runfold.core.fold.run:_Folder._tool_called",
@@ -51,6 +51,11 @@ WRITTEN_AT: dict[str, tuple[str, ...]] = {
         "runfold.core.fold.why:why_report",
         "runfold.runtime.regions:RegionEditor.edit",
     ),
+    "framework": (
+        "runfold.core.compaction:is_reminder",
+        "runfold.core.compaction:steer_cause",
+        "runfold.runtime.compaction:WindowManager._remind",
+    ),
 }
 """Where runfold attributes a block or a change to each cause (module:qualname)."""
 
@@ -60,7 +65,6 @@ NOT_YET: dict[str, str] = {
     "hook": "there are no user hooks yet",
     "fan_out": "delegated child runs do not report back into the parent's window yet",
     "interaction": "approvals are not built yet",
-    "framework": "runtime reminders are not built yet",
 }
 """Causes no path writes yet, and why; a writer appearing in the source fails the test below."""
 

@@ -154,8 +154,11 @@ def test_an_unknown_model_or_a_prefix_too_large_is_said_not_raised() -> None:
     assert report.window.problem is not None and '[models."x"].context_window' in report.window.problem
     tiny = merge_models({"x": {"context_window": 2_000, "max_output_tokens": 100}})
     small = why(lines_of(mem.records), RUN).with_window(ContextSettings(), tiny)
-    assert small.window is not None and small.window.budgets is None
+    # a prefix larger than its system share: budgets (the difference taken from the
+    # conversation, as the run loop does), and the reason said
+    assert small.window is not None and small.window.budgets is not None
     assert small.window.problem is not None and "system budget" in small.window.problem
+    assert small.window.budgets.conversation == min(1900 * 650 // 1000, 1900 - small.window.budgets.prefix)
 
 
 def test_the_request_figure_names_its_method_and_where_it_was_sent() -> None:

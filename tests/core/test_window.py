@@ -53,9 +53,13 @@ def test_a_window_smaller_than_the_frozen_prefix_is_refused_with_the_sizes() -> 
         budgets(ContextSettings(), window=2048, output=512, prefix_tokens=1600, model="tiny")
     assert err.value.code is ErrorCode.CONFIG_INVALID
     assert "1600 tokens" in err.value.recovery and "1536" in err.value.recovery
-    with pytest.raises(RunfoldError) as err:
-        budgets(ContextSettings(), window=2048, output=512, prefix_tokens=400, model="tiny")
-    assert "context.system_permille" in err.value.action
+    # larger than its system share only: not refused, the conversation gives up the difference
+    over = budgets(ContextSettings(), window=2048, output=512, prefix_tokens=400, model="tiny")
+    assert over.regions["system"] == 307 and over.prefix == 400
+    assert over.conversation == min(over.regions["conversation"], 1536 - 400)
+    assert over.prefix_over_share is not None and "system budget" in over.prefix_over_share
+    fits = budgets(ContextSettings(), window=2048, output=512, prefix_tokens=300, model="tiny")
+    assert fits.prefix_over_share is None and fits.conversation == fits.regions["conversation"]
     with pytest.raises(RunfoldError):
         budgets(ContextSettings(), window=512, output=512, prefix_tokens=1, model="tiny")
 

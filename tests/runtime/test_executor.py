@@ -89,7 +89,8 @@ def test_a_users_typed_tool_is_called_and_its_schema_and_result_are_in_ledger_an
     assembled = next(r for r in lines if r.kind_name == "prompt_assembled").typed(PromptAssembled)
     assert assembled.prefix is not None
     doc = orjson.loads(Cas(ws.root).get(assembled.prefix.removeprefix("cas:b3-")))
-    (tool,) = doc["tools"]
+    (tool, paging) = doc["tools"]  # the paging tool is appended to every run with a tool
+    assert paging["name"] == "read_result"
     assert tool["name"] == "weather" and tool["input_schema"]["properties"]["city"]["type"] == "string"
     assert "days" not in tool["input_schema"].get("required", [])
     second = p.requests[1]

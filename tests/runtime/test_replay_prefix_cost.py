@@ -240,7 +240,7 @@ def test_config_defaults_choose_model_turn_ceiling_and_tools(ws: Workspace, tmp_
     )
     assert pa.prefix is not None
     doc = orjson.loads(Cas(ws.root).get_locator(CasLocator(pa.prefix.removeprefix("cas:b3-"))))
-    assert [t["name"] for t in doc["tools"]] == ["list_dir"]
+    assert [t["name"] for t in doc["tools"]] == ["list_dir", "read_result"]  # the paging tool appended
     check_finished(ws, out)
 
 

@@ -318,6 +318,8 @@ def _window_lines(report: WhyReport) -> list[str]:
         limits = window.limits
         if limits is None or window.budgets is None:
             lines.append(f"budgets: none — {window.problem}")
+        elif window.problem is not None:
+            lines.append(f"budgets: {window.problem}")
         if limits is not None:
             usable = f", input {limits.context_window - window.output}"
             lines.append(

@@ -50,8 +50,8 @@ class Cause(enum.StrEnum):
     """Resume closing a call left open by a crash: the `tool_result` error
     `E_TOOL_OUTCOME_UNKNOWN` it writes (DESIGN.md §7)."""
     FRAMEWORK = "framework"
-    """The runtime's own additions the other causes do not cover (a runtime reminder of the
-    budget left); no path writes it yet."""
+    """The runtime's own additions the other causes do not cover: a runtime reminder of the
+    conversation budget left, a `runtime` `steer_received` marked `cause: framework`."""
 
 
 CAUSES: tuple[str, ...] = tuple(c.value for c in Cause)

@@ -12,15 +12,17 @@ split and the retained tail never starts with a `tool_result` whose `tool_use` w
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runfold.core.canonical import Json, encode_json
 from runfold.core.causes import Cause
 from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import invalid_args
+from runfold.core.kinds import Kind
 from runfold.core.messages import Block, Message, text_block
-from runfold.core.payloads import ModelCalled
+from runfold.core.payloads import ContextChanged, ModelCalled, SteerReceived
+from runfold.core.records import Record
 from runfold.core.speakers import Runtime
 
 CLEAR: Final = "clear_tool_results"
@@ -42,7 +44,6 @@ SUMMARY_ASK: Final = (
     "Answer with the summary text only; do not call a tool."
 )
 """The runtime's request that closes a summary call's messages (rendered `runtime: …`)."""
-
 
 
 def is_compaction_call(called: ModelCalled) -> bool:
@@ -208,3 +209,45 @@ def change_data(change: Change) -> dict[str, Json]:
     if change.failed is not None:
         return {"strategy": SUMMARY, "failed": change.failed}
     return {"strategy": SUMMARY, "through": change.through, "summary": change.summary}
+
+
+# ---- reminders ------------------------------------------------------------------------------
+
+REMINDER_THRESHOLDS: Final = "thresholds"
+"""The `steer_received` field of a runtime reminder: the `reminders_permille` thresholds it
+answers (every threshold at or above the share of the budget left when it was written)."""
+
+
+def is_reminder(steer: SteerReceived) -> bool:
+    """True for a runtime reminder of the budget left: a `runtime` steer whose `cause` is
+    `framework` (DESIGN.md §10: the runtime's own addition, delivered through the steer door)."""
+    return steer.source == "runtime" and steer.extra.get("cause") == Cause.FRAMEWORK.value
+
+
+def steer_cause(steer: SteerReceived) -> Cause:
+    """The cause of the text a `steer_received` line puts in the window: `framework` for a
+    runtime reminder (`is_reminder`), else `message` (DESIGN.md §10)."""
+    return Cause.FRAMEWORK if is_reminder(steer) else Cause.MESSAGE
+
+
+@dataclass
+class Reminded:
+    """The thresholds already reminded in the current compaction cycle, folded from a run's
+    lineage in ledger order (so a fork or a successor knows them without process memory): a
+    reminder adds its `thresholds`; a conversation compaction that changed the window starts a
+    new cycle (clears them). Feed every line, inherited ones first."""
+
+    thresholds: set[int] = field(default_factory=set)
+
+    def feed(self, rec: Record) -> None:
+        if not rec.known:
+            return
+        if rec.kind is Kind.STEER_RECEIVED:
+            steer = rec.typed(SteerReceived)
+            given = steer.extra.get(REMINDER_THRESHOLDS)
+            if is_reminder(steer) and isinstance(given, list):
+                self.thresholds.update(t for t in given if isinstance(t, int) and not isinstance(t, bool))
+        elif rec.kind is Kind.CONTEXT_CHANGED:
+            changed = rec.typed(ContextChanged)
+            if changed.region == "conversation" and not isinstance(changed.extra.get("failed"), str):
+                self.thresholds.clear()

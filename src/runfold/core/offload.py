@@ -8,6 +8,8 @@ the line in the window.
 
 from __future__ import annotations
 
+from typing import Final
+
 from runfold.core.canonical import encode_json
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.ids import is_hex64
@@ -28,24 +30,60 @@ def utf8_head(data: bytes, limit: int) -> str:
     return data[:end].decode("utf-8")
 
 
-def should_offload(content: bytes, settings: ContextSettings) -> bool:
+FORCED_HEAD_SHARE: Final = 8
+"""Under a known conversation budget, an offloaded result's head takes at most this fraction
+(1/8) of the budget's bytes, so a wave of several large results still fits."""
+
+
+def should_offload(content: bytes, settings: ContextSettings, budget_bytes: int | None = None) -> bool:
     """True when a tool result's window content (`content`, the printer's UTF-8 bytes) is larger
-    than `settings.offload_bytes` (DESIGN.md §10)."""
-    return len(content) > settings.offload_bytes
+    than `settings.offload_bytes`, or alone larger than the whole conversation budget
+    (`budget_bytes`, when the run's window is managed) — DESIGN.md §10."""
+    return len(content) > settings.offload_bytes or (budget_bytes is not None and len(content) > budget_bytes)
 
 
-def offload_payload(tool_use_id: str, content: bytes, digest: str, settings: ContextSettings) -> ResultOffloaded:
+def head_bytes(settings: ContextSettings, budget_bytes: int | None = None) -> int:
+    """The most bytes of an offloaded result kept in the window as its head: `offload_head_bytes`,
+    at most `budget_bytes // FORCED_HEAD_SHARE` under a known conversation budget (never below 1)."""
+    if budget_bytes is None:
+        return settings.offload_head_bytes
+    return max(1, min(settings.offload_head_bytes, budget_bytes // FORCED_HEAD_SHARE))
+
+
+PAGE_SHARE: Final = 4
+"""Under a known conversation budget, one page of the paging tool is at most a quarter of the
+budget's bytes (a page lands in the window whole and is never offloaded)."""
+
+
+def page_bytes(settings: ContextSettings, budget_bytes: int | None = None) -> int:
+    """The most bytes one page of the paging tool returns: `offload_bytes`, at most
+    `budget_bytes // PAGE_SHARE` under a known conversation budget (never below 1)."""
+    if budget_bytes is None:
+        return settings.offload_bytes
+    return max(1, min(settings.offload_bytes, budget_bytes // PAGE_SHARE))
+
+
+def offload_payload(
+    tool_use_id: str, content: bytes, digest: str, settings: ContextSettings, budget_bytes: int | None = None
+) -> ResultOffloaded:
     """The `result_offloaded` line for a result whose `content` is stored as CAS object `digest`:
-    `locator` `cas:b3-<digest>`, `bytes` = len(content), `head` = its first `offload_head_bytes`
-    bytes (cut on a UTF-8 boundary), `bytes_removed` = bytes the window no longer carries
-    (`bytes` minus the size of `offloaded_content`, which replaces the result; never negative)."""
+    `locator` `cas:b3-<digest>`, `bytes` = len(content), `head` = its first `head_bytes` bytes
+    (cut on a UTF-8 boundary), `bytes_removed` = bytes the window no longer carries (`bytes`
+    minus the size of `offloaded_content`, which replaces the result; never negative). When the
+    conversation budget decided the offload or shortened the head, the line also records
+    `budget_bytes` and `forced` (true when the result was offloaded only because it alone passes
+    the conversation budget)."""
+    limit = head_bytes(settings, budget_bytes)
     payload = ResultOffloaded(
         tool_use_id=tool_use_id,
         locator=f"cas:b3-{digest}",
-        head=utf8_head(content, settings.offload_head_bytes),
+        head=utf8_head(content, limit),
         bytes=len(content),
     )
     payload.bytes_removed = max(0, len(content) - len(offloaded_content(payload).encode("utf-8")))
+    forced = len(content) <= settings.offload_bytes
+    if budget_bytes is not None and (forced or limit < settings.offload_head_bytes):
+        payload.extra.update({"budget_bytes": budget_bytes, "forced": forced})
     return payload
 
 

@@ -4,7 +4,8 @@ strategies a run may use, cheapest first.
 
 `ContextSettings` is what `[context]` of config.toml says; `Budgets` is that applied to one
 model's window in tokens. Both are checked when built, so a run never starts with budgets that do
-not add up or a window smaller than its frozen prefix.
+not add up or a window smaller than its frozen prefix; a prefix larger than only its `system` share
+takes the difference from the conversation (one rule, `budgets`).
 """
 
 from __future__ import annotations
@@ -65,16 +66,40 @@ CONTEXT_KEYS: Final[tuple[str, ...]] = tuple(f.name for f in fields(ContextSetti
 @dataclass(frozen=True)
 class Budgets:
     """One model's window split by `ContextSettings`, in tokens: `window` (the model's context
-    window), `output` (tokens reserved for the reply), and `region` → its budget. The usable
-    input is `window - output`; each region's budget is its share of that."""
+    window), `output` (tokens reserved for the reply), `region` → its budget (its share of the
+    usable input `window - output`), and `prefix`: the frozen prefix's tokens.
+
+    The one prefix rule (DESIGN.md §10): a prefix larger than its `system` share is not refused;
+    it takes the difference from the conversation, whose budget (`conversation`) is its share,
+    at most what the prefix leaves of the input. Only a prefix larger than the whole input window
+    is refused (`budgets`)."""
 
     window: int
     output: int
     regions: Mapping[Region, int]
+    prefix: int = 0
 
     @property
     def input(self) -> int:
         return self.window - self.output
+
+    @property
+    def conversation(self) -> int:
+        """The conversation's budget (tokens): its share, at most `input - prefix`."""
+        return min(self.regions["conversation"], self.input - self.prefix)
+
+    @property
+    def prefix_over_share(self) -> str | None:
+        """When the prefix is larger than its `system` share, one sentence saying so and what the
+        conversation keeps (never a refusal); None when it fits its share."""
+        system = self.regions["system"]
+        if self.prefix <= system:
+            return None
+        return (
+            f"the frozen prefix takes {self.prefix} tokens, more than its system budget ({system} tokens); "
+            f"the difference is taken from the rest of the window, the conversation keeps "
+            f"{self.conversation} tokens (raise context.system_permille to make it explicit)"
+        )
 
 
 def _bad(key: str, subject: str, recovery: str, nearby: tuple[str, ...] = ()) -> RunfoldError:
@@ -135,11 +160,13 @@ def parse_context(table: Mapping[str, Any], where: str = "config.toml") -> Conte
 
 def budgets(settings: ContextSettings, window: int, output: int, prefix_tokens: int, model: str) -> Budgets:
     """`settings` applied to a model whose context window is `window` tokens with `output` tokens
-    reserved for its reply, for a run whose frozen prefix takes `prefix_tokens`.
+    reserved for its reply, for a run whose frozen prefix takes `prefix_tokens` — the one rule the
+    run loop, `why` and the config check share (see `Budgets`).
 
-    Raises `E_CONFIG_INVALID` (before the run starts) when the window is not larger than the
-    reply reserve, or when the frozen prefix alone does not fit the input window or its
-    `system` budget, naming the model and the sizes."""
+    Raises `E_CONFIG_INVALID` (before the run starts) naming the key and the sizes when the
+    window is not larger than the reply reserve, or the frozen prefix alone does not fit the
+    input window. A prefix larger than only its `system` share is said by
+    `Budgets.prefix_over_share`, not refused."""
     if window <= output or window < 1:
         raise _bad(
             f'models."{model}".context_window',
@@ -149,19 +176,12 @@ def budgets(settings: ContextSettings, window: int, output: int, prefix_tokens: 
         )
     usable = window - output
     regions = {r: usable * settings.share(r) // PER_MILLE for r in REGIONS}
-    if prefix_tokens > usable:
+    if prefix_tokens >= usable:
         raise _bad(
             f'models."{model}".context_window',
             f"model {model}",
-            f"the frozen prefix alone takes {prefix_tokens} tokens, more than the model's input window "
+            f"the frozen prefix alone takes {prefix_tokens} tokens, the whole of the model's input window or more "
             f"({usable} = {window} - {output} reserved for the reply); use a model with a larger window "
             "or fewer tools / a shorter system text",
         )
-    if prefix_tokens > regions["system"]:
-        raise _bad(
-            "context.system_permille",
-            f"model {model}",
-            f"the frozen prefix takes {prefix_tokens} tokens, more than the system budget "
-            f"({regions['system']} = {settings.system_permille}‰ of {usable}); raise context.system_permille",
-        )
-    return Budgets(window, output, regions)
+    return Budgets(window, output, regions, max(0, prefix_tokens))

@@ -26,16 +26,23 @@ class CallSettings:
     """What every request of a run is rendered with besides the conversation (DESIGN.md §8):
     `max_tokens` (output ceiling, tokens), `stream`, `thinking` (the dialect's own keys, e.g.
     Anthropic `{type: enabled, budget_tokens: 2048}`, OpenAI `{effort: low, summary: auto}`),
-    `temperature_milli` (per-mille). Frozen into the run's prefix and a recording's header."""
+    `temperature_milli` (per-mille). Frozen into the run's prefix and a recording's header.
+    `context_window`: the model's context window in tokens when the provider itself fixes it (the
+    embedded model's `n_ctx`); None: from `[models]` (DESIGN.md §10). Not part of the request."""
 
     max_tokens: int = DEFAULT_MAX_TOKENS
     stream: bool = False
     thinking: dict[str, Any] | None = None
     temperature_milli: int | None = None
+    context_window: int | None = None
 
     def to_data(self) -> dict[str, Any]:
-        """The settings as a JSON object, keyed by field name (a recording's header)."""
-        return asdict(self)
+        """The settings as a JSON object, keyed by field name (a recording's header);
+        `context_window` only when set."""
+        data = asdict(self)
+        if self.context_window is None:
+            del data["context_window"]
+        return data
 
     @classmethod
     def from_data(cls, data: dict[str, Any], base: CallSettings | None = None) -> CallSettings:
@@ -44,7 +51,7 @@ class CallSettings:
         return replace(base if base is not None else cls(), **given)
 
 
-CALL_SETTING_KEYS: tuple[str, ...] = ("max_tokens", "stream", "thinking", "temperature_milli")
+CALL_SETTING_KEYS: tuple[str, ...] = ("max_tokens", "stream", "thinking", "temperature_milli", "context_window")
 """The fields of `CallSettings`, in order."""
 
 

@@ -280,7 +280,7 @@ class LocalProvider:
         n_threads: int | None = None,
         max_tokens: int = 512,
     ) -> None:
-        self.settings = CallSettings(max_tokens=max_tokens)
+        self.settings = CallSettings(max_tokens=max_tokens, context_window=n_ctx)
         if model and model.endswith(".gguf"):
             self.path = Path(model).expanduser()
             if not self.path.is_file():

@@ -21,10 +21,11 @@ from runfold.core.errors import invalid_args
 from runfold.core.records import Record
 from runfold.providers.base import Provider
 from runfold.providers.registry import provider_from_spec
-from runfold.runtime.compaction import window_config
+from runfold.runtime.compaction import model_window
 from runfold.runtime.config import WorkspaceConfig, require_key
 from runfold.runtime.executor import RunLoop
 from runfold.runtime.loop_io import RunChannels, RunInputs, RunOptions, RunOutcome
+from runfold.runtime.offload import with_paging
 from runfold.runtime.prefix import build_prefix, tool_specs
 from runfold.runtime.pricing import make_bill
 from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
@@ -121,7 +122,7 @@ def _registry(builtin: bool | Sequence[str], tools: Sequence[Any]) -> ToolRegist
     )
     for t in tools:
         registry.add(t)
-    return registry
+    return with_paging(registry)
 
 
 async def _drive(
@@ -157,11 +158,7 @@ async def _drive(
     )
     bill = make_bill(config.prices)
     context = config.context
-    window = (
-        window_config(context, config.models, provider)
-        if context.compaction or context.reminders_permille
-        else None
-    )
+    window = model_window(config.models, provider) if context.compaction or context.reminders_permille else None
     options = RunOptions(
         task=spec.task,
         goal=spec.goal,

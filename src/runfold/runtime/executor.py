@@ -21,6 +21,7 @@ from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal
 from runfold.core.fold import ForkPlan, RunFolder
 from runfold.core.messages import Block, ToolUseBlock, check_block
+from runfold.core.offload import page_bytes
 from runfold.core.payloads import (
     BytesRef,
     Evidence,
@@ -42,7 +43,7 @@ from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.render.spec import Rendered
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
-from runfold.runtime.compaction import WindowManager
+from runfold.runtime.compaction import WindowDeps, WindowManager
 from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.offload import Offloads
 from runfold.runtime.prefix import Prefix
@@ -145,7 +146,35 @@ class RunLoop:
         self._tool_ids: set[str] = set()
         self._held_delivered = False
         self._callback_error: Exception | None = None
-        self.window = WindowManager(self, options.window) if options.window is not None else None
+        self.window = self._window_manager()
+
+    def _window_manager(self) -> WindowManager | None:
+        """The run's window manager (DESIGN.md §10), None when the window is not managed; a
+        result alone larger than the conversation budget is then offloaded, and a page of
+        `read_result` is at most a quarter of it (`core.offload.page_bytes`)."""
+        window = self.options.window
+        if window is None:
+            return None
+        deps = WindowDeps(
+            prefix=self.prefix,
+            provider=self.provider,
+            folder=self.folder,
+            render=self.render,
+            write=lambda payload, who: self._write(payload, who=who),
+            flush=self._flush,
+            race=self.points.race,
+            next_seq=lambda: self.ledger.next_seq,
+            bill=self.bill,
+            retry=self.options.retry,
+            rand=self.rand,
+            sleep=self.sleep,
+        )
+        manager = WindowManager(deps, self.options.context, window)
+        self.offloads.budget_bytes = manager.budget_bytes
+        self.ctx = dataclasses.replace(
+            self.ctx, result_page_bytes=page_bytes(self.options.context, manager.budget_bytes())
+        )
+        return manager
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -256,6 +285,8 @@ class RunLoop:
             for rec in step.lines:
                 self.folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
         records = list(lin.records())
+        if self.window is not None:
+            self.window.inherit(records)  # the reminders given in this compaction cycle
         self.offloads.inherit(records)  # E_STORAGE_FATAL before a line when a result's object is gone
         self._position = self.cache.remember_records(records)
         self.outcome.inherited_lines = self.folder.feeds

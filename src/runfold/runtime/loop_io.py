@@ -20,7 +20,6 @@ from runfold.core.records import Record
 from runfold.core.tokens import ModelLimits
 from runfold.core.window import ContextSettings
 from runfold.providers.base import Provider, StreamCallback, Usage
-from runfold.runtime.compaction import WindowConfig
 from runfold.runtime.control import RunControl, Steer
 from runfold.runtime.cost import usage_of
 from runfold.runtime.prefix import Prefix
@@ -37,6 +36,17 @@ Bill = Callable[[str, Usage], "int | None"]
 
 
 @dataclass(frozen=True)
+class ModelWindow:
+    """The window a run's model has: `window` (tokens), the `output` reserve (tokens) and
+    `source`: where the window came from (`provider settings`, `models table`, or `default` —
+    `DEFAULT_WINDOW`)."""
+
+    window: int
+    output: int
+    source: str
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """What a run is asked to do and how.
 
@@ -50,9 +60,10 @@ class RunOptions:
     - `retry`: the back-off policy; `tool_timeout_s`: ceiling per tool call in seconds;
     - `note`: the runtime's word written as the run's first `steer_received` (source `runtime`),
       e.g. why a successor continues its predecessor (DESIGN.md §7);
-    - `context`: `[context]` of config.toml (here: when a tool result is offloaded, DESIGN.md §10).
-    - `window`: the model's window and the `[context]` settings the turn boundary compacts and
-      reminds by (`runtime.compaction`, DESIGN.md §10); None: the window is not managed.
+    - `context`: `[context]` of config.toml: when a tool result is offloaded, and what the turn
+      boundary compacts and reminds by (DESIGN.md §10);
+    - `window`: the model's window and output reserve (`runtime.compaction.ModelWindow`); None:
+      the window is not managed (no compaction, no reminders).
     - `models`: the `[models]` table; the context tools' region budgets take the model's window
       from it when `window` is None (`runtime.regions`).
     """
@@ -67,7 +78,7 @@ class RunOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     note: str | None = None
     context: ContextSettings = field(default_factory=ContextSettings)
-    window: WindowConfig | None = None
+    window: ModelWindow | None = None
     models: Mapping[str, ModelLimits] = field(default_factory=dict)
 
 

@@ -3,12 +3,13 @@
 A run's `Offloads` decides, for each tool result as it is written, whether its window content is
 larger than `[context] offload_bytes`; if so the content is stored durably in the CAS before the
 `result_offloaded` line naming it is staged. It also answers the `read_result` tool from the CAS
-(hash re-verified) for every offloaded result of the run's lineage.
+(hash re-verified) for every offloaded result of the run's lineage; every run with a tool is
+given that tool (`with_paging`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.kinds import Kind
@@ -19,6 +20,8 @@ from runfold.core.tool_result import tool_result_block
 from runfold.core.window import ContextSettings
 from runfold.runtime.replay import check_offloaded
 from runfold.store.cas import Cas
+from runfold.tools import ToolRegistry
+from runfold.tools.builtin import READ_RESULT
 
 
 class Offloads:
@@ -28,19 +31,24 @@ class Offloads:
         self.cas = cas
         self.settings = settings
         self.by_id: dict[str, tuple[str, int]] = {}
+        self.budget_bytes: Callable[[], int] | None = None
+        """The conversation budget in bytes when the run's window is managed (set by the run
+        loop from its window manager): a result alone larger is offloaded whatever its size."""
 
     def offload(self, tool: str, result: ToolResult) -> ResultOffloaded | None:
         """The `result_offloaded` payload for `result` when its window content is larger than
-        `offload_bytes` (pages of the paging tool never are offloaded), after storing the content
-        in the CAS durably; None when it stays in the window. Raises `E_STORAGE_FATAL` when the
-        CAS cannot store it."""
+        `offload_bytes` or alone larger than the conversation budget (`core.offload.should_offload`;
+        pages of the paging tool never are offloaded), after storing the content in the CAS
+        durably; None when it stays in the window. Raises `E_STORAGE_FATAL` when the CAS cannot
+        store it."""
         if tool == PAGING_TOOL:
             return None
         content = tool_result_block(result)["content"].encode("utf-8")
-        if not should_offload(content, self.settings):
+        budget = self.budget_bytes() if self.budget_bytes is not None else None
+        if not should_offload(content, self.settings, budget):
             return None
         digest = self.cas.put(content)  # durable (fsynced, renamed, directory fsynced) first
-        return offload_payload(result.tool_use_id, content, digest, self.settings)
+        return offload_payload(result.tool_use_id, content, digest, self.settings, budget)
 
     def remember(self, rec: Record) -> None:
         """Note a `result_offloaded` line (written by this run or inherited) for `read`."""
@@ -96,3 +104,15 @@ def check_lineage(records: Iterable[Record], cas: Cas) -> list[Record]:
     for rec in found:
         check_offloaded(rec, cas.get_locator, "fork the run")
     return found
+
+
+def with_paging(registry: ToolRegistry) -> ToolRegistry:
+    """`registry` with the paging tool (`read_result`) appended, last, when it holds any tool and
+    no tool of that name: any tool result may be offloaded (larger than `[context] offload_bytes`,
+    or alone larger than the conversation budget), so the model can always page it back
+    (DESIGN.md §10). Decided once when the run's tool table is built, so the frozen prefix never
+    changes mid-run; replay and forks of older runs read their own recorded table. A registry
+    with no tool is returned as it is (no result can be offloaded)."""
+    if len(registry) and PAGING_TOOL not in registry:
+        registry.add(READ_RESULT)
+    return registry

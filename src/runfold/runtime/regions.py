@@ -16,7 +16,7 @@ from runfold.core.payloads import ContextChanged
 from runfold.core.regions import EDITED_REGIONS, Edit, EditedRegion, apply_edit, region_tokens
 from runfold.core.tokens import estimate_tokens
 from runfold.core.window import Budgets, budgets
-from runfold.runtime.compaction import window_config
+from runfold.runtime.compaction import model_window
 
 if TYPE_CHECKING:
     from runfold.runtime.executor import RunLoop
@@ -38,15 +38,15 @@ class RegionEditor:
 
     def budgets(self) -> Budgets:
         """The run's budgets in tokens: the window manager's when the window is managed, else
-        `[context]` applied to the model's window as `runtime.compaction.window_config` finds it
-        (`[models]`, runfold's model table, the provider's `n_ctx`, or its default)."""
+        `[context]` applied to the model's window as `runtime.compaction.model_window` finds it
+        (the provider's call settings, `[models]`, runfold's model table, or the default)."""
         if self._budgets is None:
             loop = self.loop
             if loop.window is not None:
                 self._budgets = loop.window.budgets
             else:
-                config = window_config(loop.options.context, loop.options.models, loop.provider)
-                self._budgets = budgets(config.settings, config.window, config.output, 0, loop.provider.model)
+                window = model_window(loop.options.models, loop.provider)
+                self._budgets = budgets(loop.options.context, window.window, window.output, 0, loop.provider.model)
         return self._budgets
 
     def edit(self, region: str, op: str, fields: Mapping[str, Json]) -> dict[str, Json]:

@@ -1,5 +1,6 @@
 """The built-in tools a run may opt into: read_file, write_file, edit_file, list_dir, search, exec,
-and (by name only) send_message, read_result and the context tools (`tools/regions.py`).
+and (by name only) send_message, the context tools (`tools/regions.py`), and read_result (by name,
+or added to every run with a tool).
 
 Each is a typed function turned into a `Tool`, so its schema and description come from the
 same place as a user's tools (DESIGN.md §9). Paths are relative to the run's room; writes pass
@@ -618,8 +619,10 @@ BUILTIN_NAMES: tuple[str, ...] = tuple(t.name for t in BUILTIN_TOOLS)
 SEND_MESSAGE = Tool.from_function(send_message, effect="write", subject="to")
 READ_RESULT = Tool.from_function(read_result, name=PAGING_TOOL, effect="read", subject="key")
 OPT_IN_TOOLS: tuple[Tool, ...] = (SEND_MESSAGE, READ_RESULT, *CONTEXT_TOOLS)
-"""Built-ins given only when named (`builtin_tools=[..., "send_message"]`, config `tools`): not in
-the default set, so adding them never changes the tool table of a run that did not ask."""
+"""Built-ins not in the default set: `send_message` and the context tools are given only when
+named (`builtin_tools=[..., "send_message"]`, config `tools`), so they never change the tool table
+of a run that did not ask; `read_result` is also appended to every run that has a tool
+(`runtime.offload.with_paging`)."""
 OPT_IN_NAMES: tuple[str, ...] = tuple(t.name for t in OPT_IN_TOOLS)
 """`send_message`, `read_result` (pages back an offloaded tool result, DESIGN.md §10), and the
 context tools of `tools.regions` (notes, todo, scratch regions, DESIGN.md §10)."""

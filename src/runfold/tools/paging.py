@@ -1,8 +1,8 @@
 """`read_result`: the model pages an offloaded tool result back from the content store (§10).
 
 A result larger than `[context] offload_bytes` reaches the window as its head plus a locator;
-this tool returns any byte range of the full content, re-verified against its hash. It is an
-opt-in built-in (named in `tools`), so the tool table of a run that does not ask is unchanged.
+this tool returns any byte range of the full content, re-verified against its hash. Every run
+with a tool has it (appended last when its tool table is built, `runtime.offload.with_paging`).
 """
 
 from __future__ import annotations

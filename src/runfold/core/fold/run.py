@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn, assert_never
 
 from runfold.core.causes import Cause
-from runfold.core.compaction import Change, apply_change, is_compaction_call
+from runfold.core.compaction import Change, apply_change, is_compaction_call, steer_cause
 from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.fold.decisions import SAFE_PHASES, Phase
@@ -478,7 +478,7 @@ class _Folder:
         except RunfoldError as exc:
             _placed(rec, exc, "data.source")
         try:
-            self.conv(rec).add_user_text(text, BlockSource(rec.seq, "message"))
+            self.conv(rec).add_user_text(text, BlockSource(rec.seq, steer_cause(steer)))
         except RunfoldError as exc:
             _placed(rec, exc, "data.text")
 

@@ -304,8 +304,10 @@ class WhyReport:
         §10): the window from `models` (default: runfold's table, `core.tokens.model_limits`),
         `output` tokens reserved for the reply (the run's max_tokens, at most the model's max output;
         None: the model's max output, else 0), budgets by
-        `core.window.budgets`. An unknown model or a prefix the window cannot fit is said in
-        `Window.problem`, never raised: `why` explains a window, it does not refuse one."""
+        `core.window.budgets` (the rule the run loop applies). An unknown model, a prefix the window
+        cannot fit (no budgets) or a prefix larger than its system share (budgets, the
+        difference taken from the conversation) is said in `Window.problem`, never raised: `why`
+        explains a window, it does not refuse one."""
         limits = model_limits(self.model, models) if self.model else None
         cap = limits.max_output_tokens if limits is not None else None
         if output is not None and cap is not None and cap < output:
@@ -325,6 +327,7 @@ class WhyReport:
             prefix_tokens = self.tokens_of(self.region_bytes("system")).tokens
             try:
                 found = budgets(settings, limits.context_window, reserve, prefix_tokens, self.model or "?")
+                problem = found.prefix_over_share
             except RunfoldError as err:
                 problem = err.recovery
         window = Window(self.model, limits, reserve, reserve_from, found, problem)
@@ -355,7 +358,9 @@ class WhyReport:
                     region,
                     n_bytes,
                     tokens,
-                    window.budgets.regions[region]
+                    window.budgets.conversation
+                    if region == "conversation" and window is not None and window.budgets is not None
+                    else window.budgets.regions[region]
                     if window is not None and window.budgets is not None
                     else None,
                     self.settings.share(region) if self.settings is not None else None,
