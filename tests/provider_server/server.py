@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,17 +28,24 @@ class ProviderServer:
     """A local server speaking Anthropic Messages and OpenAI Chat/Responses from a script.
 
     `script`: entries (see `script.parse_entry`) or a path to a JSONL script; `api_key`: the only
-    key accepted (None: any non-empty key); `chunk`: code points per streamed delta.
+    key accepted (None: any non-empty key); `chunk`: code points per streamed delta;
+    `responder`: answers `(dialect, body)` with an entry once the script is empty (a model
+    without a script, e.g. for a benchmark).
 
     Use: `with ProviderServer([...]) as server:` then point an SDK at `server.anthropic_url`
     (Anthropic's `base_url`, no `/v1`) or `server.openai_url` (OpenAI's `base_url`, with `/v1`).
     """
 
     def __init__(
-        self, script: Iterable[Any] | str | Path = (), *, api_key: str | None = None, chunk: int = 7
+        self,
+        script: Iterable[Any] | str | Path = (),
+        *,
+        api_key: str | None = None,
+        chunk: int = 7,
+        responder: Callable[[str, dict[str, Any]], Any] | None = None,
     ):
         entries = load_jsonl(script) if isinstance(script, str | Path) else parse_script(script)
-        self.state = ServerState(deque(entries), api_key=api_key, chunk=chunk)
+        self.state = ServerState(deque(entries), api_key=api_key, chunk=chunk, responder=responder)
         self._sock: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
