@@ -58,6 +58,8 @@ class ProviderServer:
         Raises `E_TIMEOUT` when uvicorn does not come up within 10 s."""
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted connections inherit it: no Nagle wait on the small writes of a response
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock.bind(("127.0.0.1", 0))
         config = uvicorn.Config(
             make_app(self.state),

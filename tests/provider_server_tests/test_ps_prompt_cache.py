@@ -6,6 +6,8 @@ still wins."""
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +122,7 @@ def provider(dialect: str, server: ProviderServer) -> Provider:
 
 
 def _read(cid: str, path: str) -> dict[str, Any]:
-    return {"kind": "tool_use", "id": cid, "name": "read_file", "input": '{"path": "%s"}' % path}
+    return {"kind": "tool_use", "id": cid, "name": "read_file", "input": json.dumps({"path": path})}
 
 
 @pytest.mark.parametrize("dialect", ["anthropic", "openai-chat", "openai-responses"])
@@ -138,7 +140,7 @@ def test_a_run_through_the_sdk_records_the_cache_reads_the_server_computed(tmp_p
     ws.close()
     assert usages[-1] == {"input": 7, "output": 1, "cache_read": 0, "cache_write": 0}  # scripted wins
     reads = [u["cache_read"] for u in usages[:-1]]
-    assert reads[0] == 0 and all(b > a for a, b in zip(reads[1:], reads[2:], strict=False)), usages
+    assert reads[0] == 0 and all(b > a for a, b in itertools.pairwise(reads[1:])), usages
     assert reads[-1] > 0
     if dialect == "anthropic":
         assert any(u["cache_write"] > 0 for u in usages)  # a prefix past the minimum was written
