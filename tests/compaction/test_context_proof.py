@@ -5,6 +5,9 @@ forks at every seq, and real kills of the running process followed by resume and
 For every request any of those runs sent (`proof_support.request_problems`): valid in all three
 dialects, under its budget, replay byte-exact, the bytes attributed to (line, cause) adding up to
 the request's bytes exactly, and only the person's text opening with `user:`.
+
+RUNFOLD_PROOF_EXAMPLES sets the in-process examples (default 120, about 15 s); the killed part
+runs an eighth as many (at least 16). A longer campaign: RUNFOLD_PROOF_EXAMPLES=2000.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from proof_support import SPEAKERS, drive, finish_scripts, make_workspace, works
 from runfold.api import Workspace
 
 HERE = Path(__file__).resolve().parent
+EXAMPLES = int(os.environ.get("RUNFOLD_PROOF_EXAMPLES", "120"))
+KILLED = max(16, EXAMPLES // 8)
 
 
 @st.composite
@@ -63,7 +68,7 @@ def check_workspace(root: Path, sc: dict[str, Any], runs: int) -> None:
         ws.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_every_request_of_random_runs_is_valid_budgeted_exact_and_attributed(sc: dict[str, Any]) -> None:
     tmp = Path(tempfile.mkdtemp())
@@ -125,8 +130,8 @@ def _run_and_kill(root: Path, sc: dict[str, Any], after: int, delay: float) -> b
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.integers(1, 60), st.sampled_from((0.0, 0.002, 0.02)))
+@settings(max_examples=KILLED, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.integers(1, 45), st.sampled_from((0.0, 0.002, 0.02)))
 def test_every_request_is_valid_and_attributed_across_kills_and_resumes(
     sc: dict[str, Any], after: int, delay: float
 ) -> None:
