@@ -240,7 +240,7 @@ async def measure_cache(turns: int, root: Path, dialect: str) -> dict[str, int]:
 
     ws = Workspace.init(root)
     (root / ".runfold" / "config.toml").write_text(CONFIG)
-    with ProviderServer(responder=responder(turns)) as server:
+    with ProviderServer(responder=responder(turns), prompt_cache=True) as server:
         if dialect == "anthropic":
             from runfold.providers.anthropic import AnthropicProvider
 

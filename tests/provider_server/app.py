@@ -65,9 +65,9 @@ class ServerState:
 
     `api_key`: when set, only this key is accepted (else any non-empty key); `chunk`: code points
     per streamed delta; `signatures`: thinking signature → thinking text of every thinking block
-    this server issued (an edited block is refused); `cache`: the prompt cache entries written
-    (`cache.PromptCache`: the cache reads and writes of a reply's usage when the script gives
-    none); `responder`: called with `(dialect, body)` for an entry when the script is empty
+    this server issued (an edited block is refused); `cache`: with `prompt_cache`, the prompt
+    cache entries written (`cache.PromptCache`: the cache reads and writes of a reply's usage
+    when the script gives none; without it that usage reads and writes nothing); `responder`: called with `(dialect, body)` for an entry when the script is empty
     (None: the request is refused)."""
 
     script: deque[Entry]
@@ -77,6 +77,7 @@ class ServerState:
     signatures: dict[str, str] = field(default_factory=dict)
     used: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    prompt_cache: bool = False
     cache: PromptCache = field(default_factory=PromptCache)
     responder: Callable[[str, dict[str, Any]], Any] | None = None
 
@@ -290,7 +291,9 @@ def _answer(
     reply = entry.partial if isinstance(entry, Fault) else entry
     assert isinstance(reply, Reply)
     estimated = render.estimate_usage(reply, len(rec.raw))
-    read, write = state.cache.usage(dialect, body, estimated.input)  # the cache is written either way
+    read = write = 0
+    if state.prompt_cache:  # the cache is written whether the script gives usage or not
+        read, write = state.cache.usage(dialect, body, estimated.input)
     usage = reply.usage or Usage(estimated.input - read - write, estimated.output, read, write)
     ctx = render.Ctx(n=n, model=model, created=CREATED_BASE + n, usage=usage, chunk=state.chunk, request=body)
     if isinstance(entry, Reply):

@@ -30,7 +30,9 @@ class ProviderServer:
     `script`: entries (see `script.parse_entry`) or a path to a JSONL script; `api_key`: the only
     key accepted (None: any non-empty key); `chunk`: code points per streamed delta;
     `responder`: answers `(dialect, body)` with an entry once the script is empty (a model
-    without a script, e.g. for a benchmark).
+    without a script, e.g. for a benchmark); `prompt_cache`: a reply whose entry gives no usage
+    reads and writes the prompt cache as the provider documents it (`cache.py`; off: no cache
+    tokens, the prompt all uncached input).
 
     Use: `with ProviderServer([...]) as server:` then point an SDK at `server.anthropic_url`
     (Anthropic's `base_url`, no `/v1`) or `server.openai_url` (OpenAI's `base_url`, with `/v1`).
@@ -43,9 +45,12 @@ class ProviderServer:
         api_key: str | None = None,
         chunk: int = 7,
         responder: Callable[[str, dict[str, Any]], Any] | None = None,
+        prompt_cache: bool = False,
     ):
         entries = load_jsonl(script) if isinstance(script, str | Path) else parse_script(script)
-        self.state = ServerState(deque(entries), api_key=api_key, chunk=chunk, responder=responder)
+        self.state = ServerState(
+            deque(entries), api_key=api_key, chunk=chunk, responder=responder, prompt_cache=prompt_cache
+        )
         self._sock: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -106,6 +111,21 @@ class ProviderServer:
         self.stop()
 
     # addresses ----------------------------------------------------------------------------------
+
+    def provider(self, dialect: str, model: str = "test-model") -> Any:
+        """runfold's provider of `dialect` (`anthropic`, `openai-chat`, `openai-responses`)
+        through its official SDK, pointed at this server with a test key."""
+        if dialect == "anthropic":
+            from runfold.providers.anthropic import AnthropicProvider
+
+            return AnthropicProvider(model, api_key="test-key", base_url=self.anthropic_url)
+        if dialect == "openai-chat":
+            from runfold.providers.openai_chat import OpenAIChatProvider
+
+            return OpenAIChatProvider(model, api_key="test-key", base_url=self.openai_url)
+        from runfold.providers.openai_responses import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider(model, api_key="test-key", base_url=self.openai_url)
 
     @property
     def port(self) -> int:

@@ -1,8 +1,8 @@
 """The provider test server's prompt cache (`provider_server.cache`): the usage it answers reads
 and writes the cache as each provider documents it — Anthropic by `cache_control` breakpoints
 with a 20-block lookback and a minimum length, OpenAI by prefix in 128-token steps after the first
-1024 — and a run through the official SDKs records those figures in the ledger; scripted usage
-still wins."""
+1024 — and a run through the official SDKs records those figures in the ledger (a server asked
+for `prompt_cache`); scripted usage still wins, and without `prompt_cache` nothing is cached."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from provider_server.cache import (
     anthropic_blocks,
 )
 from runfold.api import Workspace
-from runfold.providers.base import Provider
 
 MARK = {"type": "ephemeral"}
 
@@ -104,23 +103,6 @@ def test_openai_reads_the_shared_prefix_in_128_token_steps_after_1024(dialect: s
     assert cache.usage(dialect, body(text(1500), key="other"), 10**6) == (0, 0)
 
 
-MODEL = "test-model"
-
-
-def provider(dialect: str, server: ProviderServer) -> Provider:
-    if dialect == "anthropic":
-        from runfold.providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(MODEL, api_key="test-key", base_url=server.anthropic_url)
-    if dialect == "openai-chat":
-        from runfold.providers.openai_chat import OpenAIChatProvider
-
-        return OpenAIChatProvider(MODEL, api_key="test-key", base_url=server.openai_url)
-    from runfold.providers.openai_responses import OpenAIResponsesProvider
-
-    return OpenAIResponsesProvider(MODEL, api_key="test-key", base_url=server.openai_url)
-
-
 def _read(cid: str, path: str) -> dict[str, Any]:
     return {"kind": "tool_use", "id": cid, "name": "read_file", "input": json.dumps({"path": path})}
 
@@ -133,8 +115,8 @@ def test_a_run_through_the_sdk_records_the_cache_reads_the_server_computed(tmp_p
         (tmp_path / "ws" / f"f{i}.txt").write_text(f"part {i} " * 800)
     script = [{"content": [_read(f"c{i}", f"f{i}.txt")]} for i in range(4)]
     script.append({"content": [{"kind": "text", "text": "done"}], "usage": {"input": 7, "output": 1}})
-    with ProviderServer(script) as server:
-        out = ws.run("read the parts", model=provider(dialect, server), builtin_tools=["read_file"])
+    with ProviderServer(script, prompt_cache=True) as server:
+        out = ws.run("read the parts", model=server.provider(dialect), builtin_tools=["read_file"])
     assert out.completion == "done", out.reason
     usages = [r.env.data["usage"] for r in ws.records(run=out.run_id) if r.kind_name == "model_returned"]
     ws.close()
@@ -146,3 +128,14 @@ def test_a_run_through_the_sdk_records_the_cache_reads_the_server_computed(tmp_p
         assert any(u["cache_write"] > 0 for u in usages)  # a prefix past the minimum was written
     else:
         assert all((r - OPENAI_MIN_TOKENS) % OPENAI_STEP == 0 for r in reads if r)
+
+
+def test_without_prompt_cache_the_usage_reads_nothing(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    (tmp_path / "ws" / "f0.txt").write_text("part " * 4000)
+    script = [{"content": [_read("c0", "f0.txt")]}, {"content": [{"kind": "text", "text": "done"}]}]
+    with ProviderServer(script) as server:
+        out = ws.run("read it", model=server.provider("anthropic"), builtin_tools=["read_file"])
+    usages = [r.env.data["usage"] for r in ws.records(run=out.run_id) if r.kind_name == "model_returned"]
+    ws.close()
+    assert all(u["cache_read"] == u["cache_write"] == 0 for u in usages)
