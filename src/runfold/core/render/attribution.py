@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from runfold.core.messages import Block, is_blank_text
-from runfold.core.render import anthropic, openai_chat, openai_responses
+from runfold.core.render import anthropic, openai_chat, openai_responses, render_request
 from runfold.core.render.spec import (
     ANTHROPIC,
     OPENAI_CHAT,
@@ -94,8 +94,6 @@ def attribute_request(
     quotes to the first and last. A segment slot missing from `segments` is unattributed.
     Raises like `render_request` (`E_INVALID_ARGS`).
     """
-    from runfold.core.render import render_request
-
     body = render_request(check_dialect(dialect), spec).body
     marks = _Marks()
     sent = [seg for seg in spec.system if is_sent(seg)]
