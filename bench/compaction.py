@@ -5,10 +5,12 @@ Usage: python bench/compaction.py [--quick] [--turns N] [--json PATH]. It report
 within its budget (measured as the trigger measures, `runtime.compaction.request_measures`), the
 number of compactions by strategy, per-turn CPU time and ledger bytes of the last 10% of the
 turns after the first compaction against the first 10% (flat: within 10%), and whether replay
-rebuilds every request byte-exact; and the share of each request's bytes that open like the
-previous request's (what a provider's prefix cache could serve) after a compaction and
-otherwise — the provider test server only echoes scripted usage, so the share is computed from
-the request bytes. `--quick` runs 400 turns.
+rebuilds every request byte-exact. Then, per dialect, a shorter run (`--cache-turns`, default a
+quarter of the turns, at most 400) through the official SDK against the provider test server, whose usage computes prompt-cache
+reads as each provider documents them (`tests/provider_server/cache.py`): the share of input
+tokens read from the cache, from the usage recorded in the ledger, on the request before a
+compaction, the first request after it, the one after that, and the others. `--quick` runs 400
+turns.
 """
 
 from __future__ import annotations
@@ -55,18 +57,6 @@ def blob(n: int) -> str:
     return (head + "lorem ipsum dolor sit amet " * (RESULT_BYTES // 27 + 1))[:RESULT_BYTES]
 
 
-def common_prefix(a: bytes, b: bytes) -> int:
-    """How many leading bytes `a` and `b` share."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:  # the largest n with a[:n] == b[:n] (binary search, memcmp speed)
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 @dataclass
 class BenchModel:
     """A scripted model without a script: a `blob` call per turn until `turns`, then an answer;
@@ -77,18 +67,11 @@ class BenchModel:
     model: str = "bench-model"
     settings: CallSettings = field(default_factory=lambda: CallSettings(max_tokens=1024))
     done: int = 0
-    shares: list[int] = field(default_factory=list)
-    """Per request of the run's conversation: per-mille of its bytes that open with the same
-    bytes as the previous such request (what a prefix cache could serve)."""
-    previous: bytes = b""
 
     async def complete(self, request: Request, on_delta: StreamCallback | None = None) -> Reply:
         usage = Usage(input=len(request.body_bytes) // 4, output=20)
         if SUMMARY_ASK.encode() in request.body_bytes:
             return Reply([{"kind": "text", "text": f"Read parts 0 to {self.done - 1}; each is lorem ipsum."}], "end_turn", usage)
-        body = request.body_bytes
-        self.shares.append(1000 * common_prefix(self.previous, body) // max(1, len(body)))
-        self.previous = body
         if self.done >= self.turns:
             return Reply([{"kind": "text", "text": "done"}], "end_turn", usage)
         n = self.done
@@ -114,8 +97,10 @@ class Result:
     replay_exact: bool
     replay_summary: str
     seconds: float
-    cacheable_after: int = 0
-    cacheable_else: int = 0
+    cache: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per dialect: per-mille of input tokens read from the prompt cache on the request `before`
+    a compaction, `at` (the first after it), `after` (the second after it), on the `others`, and
+    on the `summary` calls; `requests` and `compactions` counted."""
 
     @property
     def flat(self) -> bool:
@@ -162,9 +147,6 @@ async def measure(turns: int, root: Path) -> Result:
     steps = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(marks[start:], marks[start + 1 :], strict=False)]
     k = max(1, len(steps) // 10)
     first, last = steps[:k], steps[-k:]
-    shapes = [str(r.env.data["conversation"]) for r in lines if r.kind_name == "prompt_shape_compared"]
-    after = [sh for sh, kind in zip(model.shares, shapes, strict=False) if kind == "rewritten"]
-    other = [sh for sh, kind in zip(model.shares, shapes, strict=False) if kind == "extended"]
     report = ws.replay(out.run_id)
     ws.close()
     return Result(
@@ -180,9 +162,106 @@ async def measure(turns: int, root: Path) -> Result:
         replay_exact=report.ok,
         replay_summary=report.summary(),
         seconds=seconds,
-        cacheable_after=sum(after) // max(1, len(after)),
-        cacheable_else=sum(other) // max(1, len(other)),
     )
+
+
+DIALECTS = ("anthropic", "openai-chat", "openai-responses")
+TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"
+
+
+def responder(turns: int) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """What the provider test server answers in place of a script, as `BenchModel` does: a
+    `blob` call per turn until `turns`, then the answer; a summary call gets a short summary.
+    No usage: the server computes it, cache reads and writes included."""
+    done = [0]
+
+    def answer(dialect: str, body: dict[str, Any]) -> dict[str, Any]:
+        if SUMMARY_ASK in json.dumps(body, ensure_ascii=False):
+            return {"content": [{"kind": "text", "text": f"Read parts 0 to {done[0] - 1}; each is lorem ipsum."}]}
+        if done[0] >= turns:
+            return {"content": [{"kind": "text", "text": "done"}]}
+        n = done[0]
+        done[0] += 1
+        return {"content": [{"kind": "tool_use", "id": f"c{n}", "name": "blob", "input": json.dumps({"n": n})}]}
+
+    return answer
+
+
+def cache_shares(lines: Sequence[Record]) -> dict[str, int]:
+    """Per-mille of input tokens read from the prompt cache, from the usage of each
+    `model_returned` (see `Result.cache`), token-weighted per class."""
+    requests: list[tuple[bool, int, int]] = []  # (after a compaction, cache_read, input tokens)
+    summary = [0, 0]
+    compacted = False
+    purpose: str | None = None
+    compactions = 0
+    for rec in lines:
+        if rec.kind_name == "context_changed" and rec.env.data.get("region") == "conversation":
+            if "failed" not in rec.env.data:
+                compacted = True
+                compactions += 1
+        elif rec.kind_name == "model_called":
+            purpose = rec.env.data.get("purpose")
+        elif rec.kind_name == "model_returned":
+            u = rec.env.data.get("usage") or {}
+            read = int(u.get("cache_read", 0))
+            total = read + int(u.get("input", 0)) + int(u.get("cache_write", 0))
+            if purpose == "compaction":
+                summary[0] += read
+                summary[1] += total
+            else:
+                requests.append((compacted, read, total))
+                compacted = False
+    classes: dict[str, list[int]] = {k: [0, 0] for k in ("before", "at", "after", "others")}
+    for k, (at, read, total) in enumerate(requests):
+        marks = []
+        if at:
+            marks.append("at")
+        if k + 1 < len(requests) and requests[k + 1][0]:
+            marks.append("before")
+        if k >= 1 and requests[k - 1][0] and not at:
+            marks.append("after")
+        for name in marks or ["others"]:
+            classes[name][0] += read
+            classes[name][1] += total
+    out = {name: 1000 * read // max(1, total) for name, (read, total) in classes.items()}
+    out["summary"] = 1000 * summary[0] // max(1, summary[1])
+    out["requests"] = len(requests) + sum(1 for r in lines if r.kind_name == "model_called" and r.env.data.get("purpose") == "compaction")
+    out["compactions"] = compactions
+    return out
+
+
+async def measure_cache(turns: int, root: Path, dialect: str) -> dict[str, int]:
+    """`turns` turns of the benchmark through the official SDK of `dialect` against the
+    provider test server; the prompt-cache shares of its ledger (`cache_shares`)."""
+    if str(TESTS_DIR) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR))
+    from provider_server import ProviderServer
+
+    ws = Workspace.init(root)
+    (root / ".runfold" / "config.toml").write_text(CONFIG)
+    with ProviderServer(responder=responder(turns), prompt_cache=True) as server:
+        if dialect == "anthropic":
+            from runfold.providers.anthropic import AnthropicProvider
+
+            provider: Any = AnthropicProvider("bench-model", api_key="k", base_url=server.anthropic_url, max_tokens=1024, stream=False)
+        elif dialect == "openai-chat":
+            from runfold.providers.openai_chat import OpenAIChatProvider
+
+            provider = OpenAIChatProvider("bench-model", api_key="k", base_url=server.openai_url, max_tokens=1024, stream=False)
+        else:
+            from runfold.providers.openai_responses import OpenAIResponsesProvider
+
+            provider = OpenAIResponsesProvider("bench-model", api_key="k", base_url=server.openai_url, max_tokens=1024, stream=False)
+        try:
+            out = await ws.arun("read every part", model=provider, tools=[blob], builtin_tools=False)
+        finally:
+            await provider.aclose()
+    if out.completion != "done":
+        raise RuntimeError(f"the {dialect} run ended {out.completion}: {out.reason}")
+    shares = cache_shares(ws.records(run=out.run_id))
+    ws.close()
+    return shares
 
 
 def lines_of(r: Result) -> list[str]:
@@ -193,9 +272,13 @@ def lines_of(r: Result) -> list[str]:
         f"per-turn CPU after the first compaction: first 10% {r.cpu_us_first:.0f} µs, last 10% {r.cpu_us_last:.0f} µs",
         f"per-turn ledger bytes: first 10% {r.bytes_first:.0f}, last 10% {r.bytes_last:.0f}",
         f"flat (within 10%): {'met' if r.flat else 'NOT met'}",
-        f"request bytes a prefix cache could serve: {r.cacheable_after}‰ on the request after a "
-        f"compaction, {r.cacheable_else}‰ on the others",
         f"replay: {r.replay_summary}",
+        *(
+            f"input tokens read from the prompt cache ({dialect}, {c['requests']} requests, "
+            f"{c['compactions']} compactions): {c['before']}‰ before a compaction, {c['at']}‰ at it, "
+            f"{c['after']}‰ after it, {c['others']}‰ on the others, {c['summary']}‰ on summary calls"
+            for dialect, c in r.cache.items()
+        ),
     ]
 
 
@@ -204,10 +287,17 @@ def main(argv: Sequence[str] | None = None, emit: Callable[[str], None] = print)
     ap.add_argument("--quick", action="store_true", help="400 turns")
     ap.add_argument("--turns", type=int, help="turns (overrides --quick)")
     ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument(
+        "--cache-turns", type=int, help="turns of each prompt-cache run (default: a quarter of --turns, at most 400; 0: none)"
+    )
     args = ap.parse_args(argv)
     turns = args.turns or (400 if args.quick else 10_000)
+    cache_turns = min(400, turns // 4) if args.cache_turns is None else args.cache_turns
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(measure(turns, Path(tmp) / "ws"))
+        if cache_turns:
+            for dialect in DIALECTS:
+                result.cache[dialect] = asyncio.run(measure_cache(cache_turns, Path(tmp) / dialect, dialect))
     for line in lines_of(result):
         emit(line)
     if args.json:

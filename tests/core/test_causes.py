@@ -32,7 +32,11 @@ WIRE = (
 """DESIGN.md §10, typed out by hand: never derived from a member name."""
 
 WRITTEN_AT: dict[str, tuple[str, ...]] = {
-    "seed": ("runfold.core.fold.run:_Folder._open", "runfold.core.fold.why:_prefix_history"),
+    "seed": (
+        "runfold.core.fold.run:_Folder._open",
+        "runfold.core.fold.why:_prefix_history",
+        "runfold.core.fold.why:prefix_owners",
+    ),
     "message": ("runfold.core.compaction:steer_cause",),
     "model_reply": (
         "runfold.core.fold.run:_Folder._reply",
@@ -45,6 +49,7 @@ WRITTEN_AT: dict[str, tuple[str, ...]] = {
         "runfold.core.compaction:apply_change",
         "runfold.core.fold.run:_Folder._compact",
         "runfold.runtime.compaction:WindowManager._record",
+        "runfold.runtime.replay:rebuilt_requests",
     ),
     "context_tool": (
         "runfold.core.fold.region_step:region_step",

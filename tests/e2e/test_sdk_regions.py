@@ -19,7 +19,10 @@ from test_sdk_runs import FAMILIES, check_wire, env_for, use, workspace
 
 from provider_server import ProviderServer
 from runfold.api import Workspace
+from runfold.core.canonical import content_hash
 from runfold.core.regions import REGIONS_HEAD
+from runfold.runtime.replay import rebuilt_requests
+from runfold.store.cas import Cas
 from runfold.tools.regions import CONTEXT_TOOL_NAMES
 
 SCRIPT: list[dict[str, Any]] = [
@@ -69,6 +72,12 @@ def test_context_tools_through_the_sdk(tmp_path: Path, dialect: str) -> None:
     assert [(r.env.data["region"], r.env.data["op"]) for r in edits] == [
         ("notes", "write"), ("todo", "add"), ("todo", "done"), ("scratch", "write"),
     ]
+    for req in rebuilt_requests(ws.lineage_lines(out["run"]), out["run"], Cas(ws.root).get_locator):
+        att = req.attributed()  # every byte owned once, the regions block by its latest edit
+        assert content_hash(att.body) == req.called.request.hash
+        assert sum(att.by_owner().values()) == len(att.body)
+        edited = [seq for seq, cause in att.by_owner() if cause == "context_tool"]
+        assert edited == ([] if req.seq < edits[0].seq else [max(r.seq for r in edits if r.seq < req.seq)])
     points = ws.fold(out["run"]).safe_points
     before = max(s for s in points if s < edits[0].seq)
     after = min(s for s in points if s > edits[-1].seq)

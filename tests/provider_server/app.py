@@ -13,7 +13,7 @@ import asyncio
 import json
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +23,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from . import errors, render, rules
+from .cache import PromptCache
 from .errors import ErrorReply
-from .script import Entry, Fault, Reply, parse_script
+from .script import Entry, Fault, Reply, Usage, parse_script
 from .sse import dumps
 
 ANTHROPIC = rules.ANTHROPIC
@@ -64,7 +65,10 @@ class ServerState:
 
     `api_key`: when set, only this key is accepted (else any non-empty key); `chunk`: code points
     per streamed delta; `signatures`: thinking signature → thinking text of every thinking block
-    this server issued (an edited block is refused)."""
+    this server issued (an edited block is refused); `cache`: with `prompt_cache`, the prompt
+    cache entries written (`cache.PromptCache`: the cache reads and writes of a reply's usage
+    when the script gives none; without it that usage reads and writes nothing); `responder`: called with `(dialect, body)` for an entry when the script is empty
+    (None: the request is refused)."""
 
     script: deque[Entry]
     api_key: str | None = None
@@ -73,6 +77,9 @@ class ServerState:
     signatures: dict[str, str] = field(default_factory=dict)
     used: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    prompt_cache: bool = False
+    cache: PromptCache = field(default_factory=PromptCache)
+    responder: Callable[[str, dict[str, Any]], Any] | None = None
 
     def push(self, entries: Iterable[Any]) -> None:
         """Append entries (raw JSON-shaped dicts or parsed) to the script."""
@@ -80,10 +87,14 @@ class ServerState:
         with self.lock:
             self.script.extend(parsed)
 
-    def take(self) -> tuple[int, Entry] | None:
+    def take(self, dialect: str = "", body: Any = None) -> tuple[int, Entry] | None:
         with self.lock:
             if not self.script:
-                return None
+                if self.responder is None:
+                    return None
+                (entry,) = parse_script([self.responder(dialect, body)])
+                self.used += 1
+                return self.used - 1, entry
             self.used += 1
             return self.used - 1, self.script.popleft()
 
@@ -234,7 +245,7 @@ def make_app(state: ServerState) -> Starlette:
         rej = rules.check(dialect, body, signatures)
         if rej:
             return _send_error(rec, _error(dialect, 400, rej.message, n, rej), dialect=dialect, n=n)
-        taken = state.take()
+        taken = state.take(dialect, body)
         if taken is None:
             msg = (
                 f"provider test server: the script has no entry left for request {n} "
@@ -279,7 +290,11 @@ def _answer(
         return _send_error(rec, err, dialect=dialect, n=n)
     reply = entry.partial if isinstance(entry, Fault) else entry
     assert isinstance(reply, Reply)
-    usage = reply.usage or render.estimate_usage(reply, len(rec.raw))
+    estimated = render.estimate_usage(reply, len(rec.raw))
+    read = write = 0
+    if state.prompt_cache:  # the cache is written whether the script gives usage or not
+        read, write = state.cache.usage(dialect, body, estimated.input)
+    usage = reply.usage or Usage(estimated.input - read - write, estimated.output, read, write)
     ctx = render.Ctx(n=n, model=model, created=CREATED_BASE + n, usage=usage, chunk=state.chunk, request=body)
     if isinstance(entry, Reply):
         with state.lock:

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,17 +28,29 @@ class ProviderServer:
     """A local server speaking Anthropic Messages and OpenAI Chat/Responses from a script.
 
     `script`: entries (see `script.parse_entry`) or a path to a JSONL script; `api_key`: the only
-    key accepted (None: any non-empty key); `chunk`: code points per streamed delta.
+    key accepted (None: any non-empty key); `chunk`: code points per streamed delta;
+    `responder`: answers `(dialect, body)` with an entry once the script is empty (a model
+    without a script, e.g. for a benchmark); `prompt_cache`: a reply whose entry gives no usage
+    reads and writes the prompt cache as the provider documents it (`cache.py`; off: no cache
+    tokens, the prompt all uncached input).
 
     Use: `with ProviderServer([...]) as server:` then point an SDK at `server.anthropic_url`
     (Anthropic's `base_url`, no `/v1`) or `server.openai_url` (OpenAI's `base_url`, with `/v1`).
     """
 
     def __init__(
-        self, script: Iterable[Any] | str | Path = (), *, api_key: str | None = None, chunk: int = 7
+        self,
+        script: Iterable[Any] | str | Path = (),
+        *,
+        api_key: str | None = None,
+        chunk: int = 7,
+        responder: Callable[[str, dict[str, Any]], Any] | None = None,
+        prompt_cache: bool = False,
     ):
         entries = load_jsonl(script) if isinstance(script, str | Path) else parse_script(script)
-        self.state = ServerState(deque(entries), api_key=api_key, chunk=chunk)
+        self.state = ServerState(
+            deque(entries), api_key=api_key, chunk=chunk, responder=responder, prompt_cache=prompt_cache
+        )
         self._sock: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -51,6 +63,8 @@ class ProviderServer:
         Raises `E_TIMEOUT` when uvicorn does not come up within 10 s."""
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted connections inherit it: no Nagle wait on the small writes of a response
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock.bind(("127.0.0.1", 0))
         config = uvicorn.Config(
             make_app(self.state),
@@ -97,6 +111,21 @@ class ProviderServer:
         self.stop()
 
     # addresses ----------------------------------------------------------------------------------
+
+    def provider(self, dialect: str, model: str = "test-model") -> Any:
+        """runfold's provider of `dialect` (`anthropic`, `openai-chat`, `openai-responses`)
+        through its official SDK, pointed at this server with a test key."""
+        if dialect == "anthropic":
+            from runfold.providers.anthropic import AnthropicProvider
+
+            return AnthropicProvider(model, api_key="test-key", base_url=self.anthropic_url)
+        if dialect == "openai-chat":
+            from runfold.providers.openai_chat import OpenAIChatProvider
+
+            return OpenAIChatProvider(model, api_key="test-key", base_url=self.openai_url)
+        from runfold.providers.openai_responses import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider(model, api_key="test-key", base_url=self.openai_url)
 
     @property
     def port(self) -> int:

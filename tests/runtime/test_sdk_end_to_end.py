@@ -21,17 +21,7 @@ MODEL = "test-model"
 
 
 def provider(dialect: str, server: ProviderServer) -> Provider:
-    if dialect == "anthropic":
-        from runfold.providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(MODEL, api_key="test-key", base_url=server.anthropic_url)
-    if dialect == "openai-chat":
-        from runfold.providers.openai_chat import OpenAIChatProvider
-
-        return OpenAIChatProvider(MODEL, api_key="test-key", base_url=server.openai_url)
-    from runfold.providers.openai_responses import OpenAIResponsesProvider
-
-    return OpenAIResponsesProvider(MODEL, api_key="test-key", base_url=server.openai_url)
+    return server.provider(dialect, MODEL)
 
 
 SESSION: list[dict[str, Any]] = [

@@ -27,6 +27,7 @@ from runfold.core.tokens import TokenCount
 
 if TYPE_CHECKING:
     from runfold.core.fold.why import WhyReport
+    from runfold.runtime.window_view import WindowView
 
 RunArg = Annotated[
     str,
@@ -353,6 +354,41 @@ def _window_lines(report: WhyReport) -> list[str]:
     return lines
 
 
+def _why_bytes(view: WindowView, as_json: bool) -> None:
+    """`why --bytes`: the request's bytes per (seq, cause), and its spans with `--json`."""
+    from runfold.core.errors import ErrorCode, RunfoldError
+    from runfold.core.fold.why import UNATTRIBUTED
+
+    att = view.attributed()
+    report = view.report
+    if att is None:
+        raise RunfoldError(
+            ErrorCode.INVALID_ARGS,
+            "attribute the request's bytes",
+            f"run {report.run}",
+            "the run stored no frozen prefix, so its request cannot be rebuilt; use `runfold why` without --bytes",
+        )
+    owners = sorted(att.by_owner().items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0, kv[0][1] or ""))
+    if as_json:
+        echo_json(
+            {
+                "run": report.run,
+                "cut": report.cut,
+                "bytes": len(att.body),
+                "by_line": [{"seq": s, "cause": c, "bytes": n} for (s, c), n in owners],
+                "by_cause": {str(c) if c else UNATTRIBUTED: n for c, n in att.by_cause().items()},
+                "spans": [[sp.start, sp.end, sp.seq, sp.cause] for sp in att.spans],
+            }
+        )
+        return
+    con = out_console()
+    con.print(f"run {report.run}  cut at seq {report.cut}: request {len(att.body)} bytes", markup=False)
+    for (seq, cause), n in owners:
+        where = f"seq {seq}" if seq is not None else "no line"
+        con.print(f"  {where:<12} {cause or UNATTRIBUTED:<14} {n:>9} B", markup=False)
+    con.print(f"  {'total':<27} {sum(n for _, n in owners):>9} B", markup=False)
+
+
 def why_cmd(
     ctx: typer.Context,
     run: RunArg,
@@ -363,6 +399,13 @@ def why_cmd(
     ] = None,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
+    by_bytes: Annotated[
+        bool,
+        typer.Option(
+            "--bytes",
+            help="Attribute every byte of the request the window renders to: bytes per line and cause.",
+        ),
+    ] = False,
 ) -> None:
     """Explain the context window of a run at a seq: the model's window and the region budgets,
     the tokens of each region and of the whole request with the method that produced each
@@ -372,17 +415,24 @@ def why_cmd(
     times the ratio billed on the run's own calls), `estimate` (bytes/4 rounded up). The window
     comes from [models] of config.toml or runfold's table, the budgets from [context]. A change
     with no cause of its own is shown as unattributed, never given a neighbour's cause.
+    `--bytes` attributes the exact bytes of the request the window renders to, framing included
+    (a message's brackets and role go to the line of its first block, the body's own keys and call
+    settings to the prompt_assembled line of its prefix), so the lines add up to the request's size.
 
     \b
     Examples:
       runfold why 0198f6a2
       runfold why 0198f6a2 --at 12 --since 7 --json
+      runfold why 0198f6a2 --at 12 --bytes
     """
     from runfold.api import Workspace
     from runfold.core.fold.why import TOKEN_ESTIMATE, UNATTRIBUTED
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
+        if by_bytes:
+            _why_bytes(ws.context(run, at), as_json)
+            return
         report = ws.why(run, at, since=since)
     if as_json:
         echo_json(report.to_data())

@@ -312,3 +312,23 @@ def region_entries(regions: Regions) -> list[tuple[EditedRegion, str, int | None
     rest = len(text.encode("utf-8")) - sum(size for *_, size in out)
     out.append((out[0][0], REGIONS_ENVELOPE, latest, rest))
     return out
+
+
+
+def with_regions_owned(
+    messages: Sequence[Message], sources: Sequence[Sequence[tuple[int | None, str | None]]], regions: Regions
+) -> tuple[Sequence[Message], list[tuple[tuple[int | None, str | None], ...]], int]:
+    """`with_regions` with the blocks' owners kept in step: `(messages, sources, uncached)`
+    where `sources[i][j]` owns block j of message i (`core.render.attribution`) and the regions
+    block is owned by the latest edit's line, cause `context_tool` (the block is one text
+    block; `region_entries` splits it entry by entry for `why`)."""
+    owned = [tuple(row) for row in sources]
+    out, uncached = with_regions(messages, regions)
+    if uncached:
+        entries = region_entries(regions)
+        owner: tuple[int | None, str | None] = (entries[-1][2] if entries else None, "context_tool")
+        if len(out) == len(messages):
+            owned[-1] = (*owned[-1], owner)
+        else:
+            owned.append((owner,))
+    return out, owned, uncached

@@ -8,21 +8,24 @@ calls a model, never executes a tool and never writes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from runfold.core.canonical import content_hash
+from runfold.core.causes import Cause
 from runfold.core.compaction import is_compaction_call, summary_request_messages
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.fold import RunFolder, lineage
+from runfold.core.fold.why import PrefixOwners, prefix_owners
 from runfold.core.kinds import Kind
 from runfold.core.locator import CasLocator, parse_locator
 from runfold.core.messages import Message
 from runfold.core.offload import missing_offload, offload_digest
 from runfold.core.payloads import ModelCalled, PromptAssembled, ResultOffloaded
 from runfold.core.records import Record
-from runfold.core.regions import with_regions
-from runfold.core.render import render_request, request_bytes
+from runfold.core.regions import with_regions_owned
+from runfold.core.render import RequestSpec, render_request, request_bytes
+from runfold.core.render.attribution import Attributed, Owner, attribute_request
 from runfold.core.validate import validate
 from runfold.runtime.prefix import Prefix
 
@@ -79,6 +82,93 @@ class ReplayReport:
         return head
 
 
+@dataclass(frozen=True)
+class Rebuilt:
+    """One `model_called` of a run rebuilt from the ledger: its line `seq` and payload
+    `called`, the `dialect`, the `spec` it renders from, the owner `(seq, cause)` of every
+    block of `spec.messages` (`sources`), and the frozen prefix's owners (`core.fold.why.
+    prefix_owners`); `problem` says where the stored prefix disagrees with its line, if it does."""
+
+    seq: int
+    called: ModelCalled
+    dialect: str
+    spec: RequestSpec
+    sources: tuple[tuple[Owner, ...], ...]
+    owners: PrefixOwners
+    problem: str | None
+
+    def attributed(self) -> Attributed:
+        """The request's exact bytes with every byte attributed (`core.render.attribution`)."""
+        segments, tools, envelope = self.owners
+        return attribute_request(
+            self.dialect, self.spec, self.sources, segments=segments, tools=tools, envelope=envelope
+        )
+
+
+def rebuilt_requests(
+    lines_by_run: Mapping[str, Sequence[Record]],
+    run: str,
+    load: LoadCas,
+    skipped: list[tuple[int, str]] | None = None,
+) -> Iterator[Rebuilt]:
+    """Every `model_called` of `run` that records a request hash and has a stored prefix,
+    rebuilt in ledger order (the others go to `skipped` as `(seq, why)`). A summary call's
+    request is the conversation it summarised with the runtime's ask, which the summary call's
+    own line puts there (cause `compaction`). Raises like `replay_run`."""
+    lin = lineage(lines_by_run, run)
+    folder = RunFolder()
+    prefixes: dict[str, Prefix] = {}
+    assembled_lines: list[Record] = []
+    own = next(
+        (r for r in lin.steps[-1].lines if r.known and r.kind is Kind.PROMPT_ASSEMBLED), None
+    )  # the run's frozen prefix, also for a summary call made before its first assembly
+    for index, step in enumerate(lin.steps):
+        for rec in step.lines:
+            folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+            if rec.known and rec.kind is Kind.PROMPT_ASSEMBLED:
+                assembled_lines.append(rec)
+            if rec.known and rec.kind is Kind.RESULT_OFFLOADED:
+                check_offloaded(rec, load, "replay the run")
+            if rec.run != run or not rec.known or rec.kind is not Kind.MODEL_CALLED:
+                continue
+            called = rec.typed(ModelCalled)
+            if not called.request.hash:
+                if skipped is not None:
+                    skipped.append((rec.seq, "model_called records no request hash"))
+                continue
+            summary_of = _summary_through(called)
+            assembled, assembled_seq = folder.prefix, folder.prefix_seq
+            seen = assembled_lines
+            if summary_of is not None and own is not None:
+                assembled, assembled_seq = own.typed(PromptAssembled), own.seq
+                seen = assembled_lines if own in assembled_lines else [*assembled_lines, own]
+            if assembled is None or not assembled.prefix:
+                if skipped is not None:
+                    skipped.append((rec.seq, "no prompt_assembled with a stored prefix before it"))
+                continue
+            prefix = _prefix(assembled, prefixes, load, assembled_seq)
+            conv = folder.conversation
+            assert conv is not None
+            messages: Sequence[Message] = conv.messages
+            sources: list[tuple[Owner, ...]] = [tuple((s.seq, s.cause) for s in row) for row in conv.sources]
+            if summary_of is not None:  # a summary call: the messages it summarised, and the ask
+                messages = summary_request_messages(messages, summary_of)
+                sources = sources[: len(messages)]
+                sources[-1] = (*sources[-1], (rec.seq, str(Cause.COMPACTION)))
+                uncached = 0
+            else:  # the context regions block after the tail breakpoint (core.regions)
+                messages, sources, uncached = with_regions_owned(messages, sources, folder.regions)
+            yield Rebuilt(
+                rec.seq,
+                called,
+                called.dialect or prefix.dialect,
+                prefix.spec(messages, uncached_tail=uncached),
+                tuple(sources),
+                prefix_owners(seen, assembled),
+                _prefix_problem(prefix, assembled),
+            )
+
+
 def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: LoadCas) -> ReplayReport:
     """Replay `run` (see the module docstring). `lines_by_run` holds the run's lines and, for a
     fork, every run of its lineage (as `fold_run` takes them).
@@ -89,65 +179,32 @@ def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: Loa
     CAS object of a `result_offloaded` of the lineage is missing (its bytes are re-verified; the
     window itself is rebuilt from the line, DESIGN.md §10).
     """
-    lin = lineage(lines_by_run, run)
-    folder = RunFolder()
-    prefixes: dict[str, Prefix] = {}
     requests = exact = 0
     first: Mismatch | None = None
     skipped: list[tuple[int, str]] = []
     invalid: list[tuple[int, str]] = []
     hashes: list[tuple[int, str]] = []
-    own = next(
-        (r for r in lin.steps[-1].lines if r.known and r.kind is Kind.PROMPT_ASSEMBLED), None
-    )  # the run's frozen prefix, also for a summary call made before its first assembly
-    for index, step in enumerate(lin.steps):
-        for rec in step.lines:
-            folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
-            if rec.known and rec.kind is Kind.RESULT_OFFLOADED:
-                check_offloaded(rec, load, "replay the run")
-            if rec.run != run or not rec.known or rec.kind is not Kind.MODEL_CALLED:
-                continue
-            called = rec.typed(ModelCalled)
-            if not called.request.hash:
-                skipped.append((rec.seq, "model_called records no request hash"))
-                continue
-            summary_of = _summary_through(called)
-            assembled, assembled_seq = folder.prefix, folder.prefix_seq
-            if summary_of is not None and own is not None:
-                assembled, assembled_seq = own.typed(PromptAssembled), own.seq
-            if assembled is None or not assembled.prefix:
-                skipped.append((rec.seq, "no prompt_assembled with a stored prefix before it"))
-                continue
-            requests += 1
-            prefix = _prefix(assembled, prefixes, load, assembled_seq)
-            where = _prefix_problem(prefix, assembled)
-            conv = folder.conversation
-            assert conv is not None
-            dialect = called.dialect or prefix.dialect
-            messages: Sequence[Message] = conv.messages
-            uncached = 0
-            if summary_of is not None:  # a summary call: the messages it summarised, and the ask
-                messages = summary_request_messages(messages, summary_of)
-            else:  # the context regions block after the tail breakpoint (core.regions)
-                messages, uncached = with_regions(messages, folder.regions)
-            rendered = render_request(dialect, prefix.spec(messages, uncached_tail=uncached))
-            body = request_bytes(rendered.body)
-            digest = content_hash(body)
-            hashes.append((rec.seq, digest))
-            for v in validate(dialect, rendered.body):
-                invalid.append((rec.seq, v.rule))
-            if digest == called.request.hash:
-                exact += 1
-                continue
-            if first is None:
-                if where is None:
-                    n = called.request.bytes
-                    where = (
-                        f"the body is {len(body)} bytes, {n} were sent"
-                        if len(body) != n
-                        else f"same length ({n} bytes), different content"
-                    )
-                first = Mismatch(rec.seq, called.request.hash, digest, where)
+    for req in rebuilt_requests(lines_by_run, run, load, skipped):
+        requests += 1
+        rendered = render_request(req.dialect, req.spec)
+        body = request_bytes(rendered.body)
+        digest = content_hash(body)
+        hashes.append((req.seq, digest))
+        for v in validate(req.dialect, rendered.body):
+            invalid.append((req.seq, v.rule))
+        if digest == req.called.request.hash:
+            exact += 1
+            continue
+        if first is None:
+            where = req.problem
+            if where is None:
+                n = req.called.request.bytes
+                where = (
+                    f"the body is {len(body)} bytes, {n} were sent"
+                    if len(body) != n
+                    else f"same length ({n} bytes), different content"
+                )
+            first = Mismatch(req.seq, req.called.request.hash, digest, where)
     return ReplayReport(run, requests, exact, first, tuple(skipped), tuple(invalid), tuple(hashes))
 
 

@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from runfold.core import fold as fold_api
-from runfold.core.regions import regions_text, with_regions
+from runfold.core.fold.why import prefix_owners
+from runfold.core.kinds import Kind
+from runfold.core.regions import regions_text, with_regions, with_regions_owned
 from runfold.core.render import render_request, request_bytes
+from runfold.core.render.attribution import Attributed, attribute_request
 from runfold.core.tokens import TokenCount
 from runfold.providers.base import Request
 from runfold.providers.tokens import count_offline
@@ -38,6 +41,23 @@ class WindowView:
     report: fold_api.WhyReport
     fold: fold_api.RunFold
     prefix: Prefix | None
+
+    def attributed(self) -> Attributed | None:
+        """The request this window renders to in the run's dialect, every byte attributed to the
+        line and cause that put it there (`core.render.attribution.attribute_request`: the
+        conversation's blocks by their sources, the prefix as `why` attributes it, the envelope
+        by `core.fold.why.prefix_owners`). None when the run stored no prefix."""
+        if self.prefix is None:
+            return None
+        report, fold = self.report, self.fold
+        assembled = [r for r in fold.lineage.records() if r.known and r.kind is Kind.PROMPT_ASSEMBLED]
+        segments, tools, envelope = prefix_owners(assembled, report.prefix)
+        sources = [[(s.seq, s.cause) for s in row] for row in fold.sources]
+        messages, owned, uncached = with_regions_owned(fold.messages, sources, fold.regions)
+        spec = self.prefix.spec(messages, uncached_tail=uncached)
+        return attribute_request(
+            self.prefix.dialect, spec, owned, segments=segments, tools=tools, envelope=envelope
+        )
 
     def to_data(self) -> dict[str, Any]:
         """`runfold context --json`: the window region by region, exactly (see DESIGN.md §10).

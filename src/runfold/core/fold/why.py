@@ -429,6 +429,35 @@ def _prefix_history(records: Sequence[Record]) -> tuple[list[Part], list[Change]
     return [part for part, _ in current.values()], changes
 
 
+PrefixOwners = tuple[dict[str, tuple[int | None, str | None]], tuple[int | None, str | None], tuple[int | None, str | None]]
+"""`(segments by slot, tool table, envelope)`, each `(seq, cause)`; see `prefix_owners`."""
+
+
+def prefix_owners(assembled: Sequence[Record], used: PromptAssembled | None) -> PrefixOwners:
+    """Who put the frozen prefix into a request rendered with `used` (DESIGN.md §8, §10), from
+    the lineage's `prompt_assembled` lines `assembled` through that request, in order: each
+    system segment and the tool table as `why` attributes them (`seed` at the line that first
+    held their current bytes, unattributed when they changed later without a cause); the
+    envelope — the call settings the prefix document records and the body's own keys and
+    punctuation — to the first line that assembled the same prefix document, `seed` when that
+    line is its run's first assembly, else unattributed (a prefix that changed without a line
+    saying why)."""
+    parts, _ = _prefix_history(assembled)
+    segments = {p.name: (p.seq, p.cause) for p in parts if p.region == "system"}
+    table = next(((p.seq, p.cause) for p in parts if p.region == "tools"), (None, None))
+    envelope: tuple[int | None, str | None] = (None, None)
+    first_of_run: set[str] = set()
+    for rec in assembled:
+        if not rec.known or rec.kind is not Kind.PROMPT_ASSEMBLED:
+            continue
+        opens = rec.run not in first_of_run
+        first_of_run.add(rec.run)
+        if used is not None and rec.typed(PromptAssembled).prefix == used.prefix:
+            envelope = (rec.seq, Cause.SEED if opens else None)
+            break
+    return segments, table, envelope
+
+
 def _sizes(data: Mapping[str, Json], keys: Sequence[str]) -> dict[str, int]:
     """The integer fields `keys` of a payload that are present (others are not guessed)."""
     out: dict[str, int] = {}
