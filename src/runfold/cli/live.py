@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runfold.cli.summary import head, short_run
+from runfold.core.figures import count, usd
 from runfold.core.errors import RunfoldError
 from runfold.core.messages import reply_blocks
 
@@ -25,20 +26,6 @@ if TYPE_CHECKING:
 
 TAIL_CHARS = 160
 """Characters of streamed reply text shown under the status bar on a terminal."""
-
-
-def usd(micros: int | None) -> str:
-    """Micro-USD as dollars with six decimals (`$0.001234`); `unknown` for None (never `$0`)."""
-    if micros is None:
-        return "unknown"
-    sign = "-" if micros < 0 else ""
-    m = abs(micros)
-    return f"{sign}${m // 1_000_000}.{m % 1_000_000:06d}"
-
-
-def tokens(n: int) -> str:
-    """A token count with thousands separators."""
-    return f"{n:,}"
 
 
 def _int(data: dict[str, Any], key: str) -> int:
@@ -131,7 +118,7 @@ class LiveView:
             f"run {short_run(self.run_id)}" if self.run_id else "starting",
             f"turn {self.turns + (1 if self.waiting else 0)}",
             f"{self.tool_calls} tool call{'s' if self.tool_calls != 1 else ''}",
-            f"{tokens(self.input_tokens)} in / {tokens(self.output_tokens)} out tokens",
+            f"{count(self.input_tokens)} in / {count(self.output_tokens)} out tokens",
             f"cost {usd(self.billed_usd_micros)}",
             f"{self.elapsed_s:.1f} s",
         ]
@@ -178,7 +165,7 @@ class LiveView:
         self.waiting = "waiting for the model"
         self._tail = ""
         self.line(
-            f"turn {self.turns + 1} · calling {_str(data, 'model') or self.model}{again} · {size:,} request bytes"
+            f"turn {self.turns + 1} · calling {_str(data, 'model') or self.model}{again} · {count(size)} request bytes"
         )
 
     def _on_model_returned(self, record: Record, data: dict[str, Any]) -> None:
@@ -210,10 +197,10 @@ class LiveView:
             parts.append("(thinking)")
         parts.append(head(said) if said else "(no text)")
         parts.append(f"· {calls} tool call{'s' if calls != 1 else ''}")
-        parts.append(f"· {tokens(_int(usage, 'input'))} in / {tokens(_int(usage, 'output'))} out tokens")
+        parts.append(f"· {count(_int(usage, 'input'))} in / {count(_int(usage, 'output'))} out tokens")
         cached = _int(usage, "cache_read")
         if cached:
-            parts.append(f"({tokens(cached)} cached)")
+            parts.append(f"({count(cached)} cached)")
         parts.append(f"· {usd(billed if isinstance(billed, int) else None)}")
         stop = _str(data, "stop")
         if stop and stop not in ("end_turn", "tool_use", "stop", "tool_calls", "completed"):

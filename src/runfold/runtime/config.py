@@ -282,7 +282,7 @@ def require_key(spec: str, env: Mapping[str, str] | None = None) -> None:
         raise RunfoldError(
             ErrorCode.CONFIG_INVALID,
             f"call the model {spec!r}",
-            var,
+            f"this machine: {var} is not set",
             f"set the environment variable {var} to your API key (export {var}=...), "
             "or choose another model with --model",
         )

@@ -80,7 +80,8 @@ class RunSpec:
         if self.max_turns is not None and self.max_turns < 1:
             action = "continue a run" if self.continues is not None else "run an agent"
             given = f"--max-turns {self.max_turns}" if self.command_line else f"max_turns={self.max_turns}"
-            raise invalid_args(action, given, "give a turn ceiling of at least 1")
+            ceiling = f"a ceiling of {self.max_turns} turns ({given})"
+            raise invalid_args(action, ceiling, "give a turn ceiling of at least 1")
 
     @property
     def origin(self) -> str | None:
