@@ -230,7 +230,10 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
     models_table = data.get("models", {})
     if not isinstance(models_table, Mapping):
         raise _bad(where, "models", 'make [models."<name>"] tables')
-    models = merge_models(models_table)
+    try:
+        models = merge_models(models_table)
+    except RunfoldError as err:  # the core names the table; the file it came from is known here
+        raise RunfoldError(err.code, err.action, where, err.recovery, nearby=err.nearby) from None
     return WorkspaceConfig(defaults, prices, providers, context, models)
 
 
