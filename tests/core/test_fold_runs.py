@@ -6,8 +6,8 @@ from __future__ import annotations
 from test_fold import read_fixture
 from test_fold_support import Book, MemLedger, RunBuilder, rid, write_base_runs
 
-from runfold.core.fold import render_tree, run_summaries, run_tree
 from runfold.core.figures import usd as cost_text
+from runfold.core.fold import render_tree, run_summaries, run_tree
 from runfold.core.ids import short_run_ids
 from runfold.core.records import Draft
 

@@ -32,8 +32,8 @@ from runfold.cli.common import (
     workspace_flag,
 )
 from runfold.cli.live import LiveView
-from runfold.core.figures import count, usd
 from runfold.core.errors import ErrorCode
+from runfold.core.figures import count, usd
 
 if TYPE_CHECKING:
     from runfold.api import RunOutcome, Workspace

@@ -21,8 +21,8 @@ from runfold.cli.common import (
     out_console,
     want_json,
 )
-from runfold.core.figures import count, usd
 from runfold.core.errors import invalid_args
+from runfold.core.figures import count, usd
 
 if TYPE_CHECKING:
     from runfold.api import CostReport, ReplayReport, Workspace
