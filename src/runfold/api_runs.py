@@ -218,23 +218,98 @@ class WorkspaceRuns:
                 with contextlib.suppress(Exception):
                     await runner
 
-    def run(self, task: str, **kwargs: Any) -> RunOutcome:
-        """`arun` from synchronous code (`asyncio.run`); same arguments, same outcome and errors.
-        Ctrl-C cancels the run at the next safe point and freezes it as cancelled."""
+    def run(
+        self,
+        task: str,
+        *,
+        goal: str = "",
+        model: str | Provider | None = None,
+        room: str = ".",
+        max_turns: int | None = None,
+        tools: Sequence[Callable[..., Any] | Tool] = (),
+        builtin_tools: bool | Sequence[str] | None = None,
+        on_event: Callable[[Record], None] | None = None,
+        on_delta: StreamCallback | None = None,
+        cancel: asyncio.Event | None = None,
+        system: str | None = None,
+        retry: RetryPolicy | None = None,
+        fork: tuple[str, int] | None = None,
+        record: str | Path | None = None,
+        steers: asyncio.Queue[Any] | None = None,
+        continues: str | None = None,
+        on_durable: Callable[[Record], None] | None = None,
+    ) -> RunOutcome:
+        """`arun` from synchronous code (`asyncio.run`); the same arguments, outcome and errors
+        (a wrong type of argument is `E_INVALID_ARGS` naming it). Ctrl-C cancels the run at the
+        next safe point and freezes it as cancelled."""
         import asyncio
 
-        return asyncio.run(self.arun(task, **kwargs))
+        from runfold.runtime.spec import RunHooks, RunSpec
 
-    async def acontinue(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
-        """Continue the frozen `run` (id or prefix) with a successor (DESIGN.md §7): `arun(task,
-        continues=run, **kwargs)`; `task` empty keeps the run's own task. Same errors as `arun`."""
-        return await self.arun(task, continues=run, **kwargs)
+        spec = RunSpec(
+            task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, fork, continues
+        )
+        return asyncio.run(self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable)))
 
-    def continue_run(self, run: str, task: str = "", **kwargs: Any) -> RunOutcome:
-        """`acontinue` from synchronous code (`asyncio.run`)."""
+    async def acontinue(
+        self,
+        run: str,
+        task: str = "",
+        *,
+        goal: str = "",
+        model: str | Provider | None = None,
+        room: str = ".",
+        max_turns: int | None = None,
+        tools: Sequence[Callable[..., Any] | Tool] = (),
+        builtin_tools: bool | Sequence[str] | None = None,
+        on_event: Callable[[Record], None] | None = None,
+        on_delta: StreamCallback | None = None,
+        cancel: asyncio.Event | None = None,
+        system: str | None = None,
+        retry: RetryPolicy | None = None,
+        record: str | Path | None = None,
+        steers: asyncio.Queue[Any] | None = None,
+        on_durable: Callable[[Record], None] | None = None,
+    ) -> RunOutcome:
+        """Continue the frozen `run` (id or prefix) with a successor (DESIGN.md §7): `arun` with
+        `continues=run` and the same keyword arguments; `task` empty keeps the run's own task.
+        Same outcome and errors as `arun`."""
+        from runfold.runtime.spec import RunHooks, RunSpec
+
+        spec = RunSpec(
+            task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, continues=run
+        )
+        return await self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable))
+
+    def continue_run(
+        self,
+        run: str,
+        task: str = "",
+        *,
+        goal: str = "",
+        model: str | Provider | None = None,
+        room: str = ".",
+        max_turns: int | None = None,
+        tools: Sequence[Callable[..., Any] | Tool] = (),
+        builtin_tools: bool | Sequence[str] | None = None,
+        on_event: Callable[[Record], None] | None = None,
+        on_delta: StreamCallback | None = None,
+        cancel: asyncio.Event | None = None,
+        system: str | None = None,
+        retry: RetryPolicy | None = None,
+        record: str | Path | None = None,
+        steers: asyncio.Queue[Any] | None = None,
+        on_durable: Callable[[Record], None] | None = None,
+    ) -> RunOutcome:
+        """`acontinue` from synchronous code (`asyncio.run`); the same arguments, outcome and errors."""
         import asyncio
 
-        return asyncio.run(self.acontinue(run, task, **kwargs))
+        from runfold.runtime.spec import RunHooks, RunSpec
+
+        spec = RunSpec(
+            task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, continues=run
+        )
+        return asyncio.run(self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable)))
 
     @asynccontextmanager
     async def shared_writer(self) -> AsyncIterator[tuple[Ledger, ControlHub | None]]:

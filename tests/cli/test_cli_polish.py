@@ -124,7 +124,7 @@ def test_usage_lines_name_arguments_without_braces(tmp_path: Path) -> None:
         assert "{" not in usage and "}" not in usage, usage
     assert run_cli("show", "--help", cwd=tmp_path).out.startswith("Usage: runfold show [OPTIONS] SEQ\n")
     r = run_cli("show", cwd=tmp_path)
-    assert r.code == 2 and "Usage: runfold show [OPTIONS] SEQ\n" in r.err
+    assert r.code == 2 and "usage: `runfold show [OPTIONS] SEQ`" in r.err and len(r.err.splitlines()) == 1
 
 
 # ---- 3. verify: a PATH holding no line ------------------------------------------------------

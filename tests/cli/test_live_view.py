@@ -10,12 +10,13 @@ from pathlib import Path
 from rich.console import Console
 
 from runfold.api import Workspace
-from runfold.cli.live import LiveView, usd
+from runfold.cli.live import LiveView
+from runfold.core.figures import usd
 from runfold.providers.scripted import ScriptedProvider
 
 
 def test_usd_is_exact_and_unknown_is_never_zero() -> None:
-    assert usd(0) == "$0.000000"
+    assert usd(0) == "$0"
     assert usd(1) == "$0.000001"
     assert usd(12_345_678) == "$12.345678"
     assert usd(-5) == "-$0.000005"
@@ -48,7 +49,7 @@ def test_plain_lines_and_counters(tmp_path: Path) -> None:
     text = buf.getvalue()
     lines = text.splitlines()
     assert lines[0].split("] ", 1)[1].startswith("run ")
-    assert any('reply "Reading." · 1 tool call · 100 in / 5 out tokens · $0.000000' in x for x in lines)
+    assert any('reply "Reading." · 1 tool call · 100 in / 5 out tokens · $0' in x for x in lines)
     assert any('→ read_file "a.md"' in x for x in lines)
     assert any("(90 cached)" in x for x in lines)
     assert (view.turns, view.tool_calls, view.input_tokens, view.output_tokens, view.cache_read) == (
@@ -59,7 +60,7 @@ def test_plain_lines_and_counters(tmp_path: Path) -> None:
         90,
     )
     assert view.billed_usd_micros == 0
-    assert "turn 2 · 1 tool call · 220 in / 9 out tokens · cost $0.000000" in view.status()
+    assert "turn 2 · 1 tool call · 220 in / 9 out tokens · cost $0" in view.status()
 
 
 def test_unknown_price_makes_the_total_unknown(tmp_path: Path) -> None:

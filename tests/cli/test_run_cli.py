@@ -100,7 +100,7 @@ def test_done_prints_live_lines_summary_and_next_commands(ws: Path) -> None:
     assert "done: the model answered without calling a tool" in out
     assert "\nIt lists alpha and beta.\n" in out  # the final answer, whole, on its own lines
     assert "turns    2 (2 model calls), 1 tool call" in out
-    assert "cost     $0.000000" in out
+    assert "cost     $0\n" in out
     run_id = Workspace.open(ws).runs()[-1]
     assert f"run      {run_id}" in out
     for cmd in ("conversation", "replay", "cost"):
@@ -232,7 +232,7 @@ def test_malformed_model_spec_is_usage_exit_2(ws: Path) -> None:
 def test_missing_key_names_the_variable(ws: Path, spec: str, var: str) -> None:
     res = run_cli("run", "x", "--model", spec, "-w", ws, cwd=ws, env={var: ""})
     assert res.code == 3
-    assert res.err.startswith(f"E_CONFIG_INVALID: cannot call the model '{spec}' on {var}")
+    assert res.err.startswith(f"E_CONFIG_INVALID: cannot call the model '{spec}' on this machine: {var} is not set")
     assert f"export {var}=" in res.err
     assert Workspace.open(ws).runs() == []
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from test_fold import read_fixture
 from test_fold_support import Book, MemLedger, RunBuilder, rid, write_base_runs
 
+from runfold.core.figures import usd as cost_text
 from runfold.core.fold import render_tree, run_summaries, run_tree
-from runfold.core.fold.runs import cost_text
 from runfold.core.ids import short_run_ids
 from runfold.core.records import Draft
 
@@ -37,7 +37,7 @@ def test_foreign_summary_and_unknowns() -> None:
     assert (s.status, s.model, s.turns, s.task_head) == ("done", "script", 3, "walk two waves")
     assert s.cost_usd_micros is None and s.tokens is None
     assert (
-        cost_text(None) == "unknown" and cost_text(1_234_567) == "$1.234567" and cost_text(0) == "$0.000000"
+        cost_text(None) == "unknown" and cost_text(1_234_567) == "$1.234567" and cost_text(0) == "$0"
     )
 
 

@@ -238,26 +238,25 @@ class RunfoldGroup(TyperGroup):
     traceback shows. A closed stdout (e.g. `runfold log | head`) ends quietly.
     """
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        argv = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except TyperException as error:  # e.g. `runfold --bogus`: refused before any command
+            if not _is_usage_error(error):
+                raise
+            _usage_failure(ctx, error, "", argv)
+
     def invoke(self, ctx: Any) -> Any:
         argv = [*(getattr(ctx, "protected_args", None) or []), *ctx.args]  # click clears them
         try:
             return super().invoke(ctx)
         except TyperException as error:
-            # a usage error (typer's click: exit code 2) is raised while parsing, before the
-            # command could note --json: answer in JSON anyway, then let click print the usage
-            if (
-                getattr(error, "exit_code", None) == 2
-                and hasattr(error, "format_message")
-                and "--json" in argv
-            ):
-                usage = RunfoldError(
-                    ErrorCode.INVALID_ARGS,
-                    "parse the command line",
-                    f"runfold {ctx.invoked_subcommand or ''} {' '.join(argv)}".replace("  ", " "),
-                    f"{error.format_message().rstrip('.')}; see `runfold {ctx.invoked_subcommand or ''} --help`",
-                )
-                echo_json({"ok": False, "error": error_object(usage)})
-            raise
+            # a usage error (missing argument, unknown option or command) is raised while
+            # parsing, before the command could note --json: one §11 line, JSON too on --json
+            if not _is_usage_error(error):
+                raise
+            _usage_failure(ctx, error, ctx.invoked_subcommand or "", argv)
         except (typer.Exit, typer.Abort):
             raise
         except RunfoldError as error:
@@ -290,6 +289,40 @@ class RunfoldGroup(TyperGroup):
                 EXIT_INTERNAL,
                 {"code": "internal", "display": message},
             )
+
+
+def _is_usage_error(error: TyperException) -> bool:
+    """True for click's usage errors (exit code 2), except the bare `runfold` that shows help."""
+    return (
+        getattr(error, "exit_code", None) == EXIT_USAGE
+        and hasattr(error, "format_message")
+        and type(error).__name__ != "NoArgsIsHelpError"
+    )
+
+
+def usage_error(error: TyperException, command: str, argv: list[str]) -> RunfoldError:
+    """Click's usage error `error` (raised while parsing `runfold COMMAND ARGV`) as the §11
+    `E_INVALID_ARGS`: click's own message, the command's usage line and its `--help`."""
+    where = " ".join(["runfold", *([command] if command else [])])
+    usage = ""
+    error_ctx = getattr(error, "ctx", None)
+    if error_ctx is not None:
+        usage = error_ctx.get_usage().removeprefix("Usage:").strip()
+    message = error.format_message().rstrip(".")
+    shown = f"usage: `{usage}`, see `{where} --help`" if usage else f"see `{where} --help`"
+    return RunfoldError(
+        ErrorCode.INVALID_ARGS,
+        "parse the command line",
+        " ".join([where, *argv]),
+        f"{message}; {shown}",
+    )
+
+
+def _usage_failure(ctx: Any, error: TyperException, command: str, argv: list[str]) -> NoReturn:
+    mapped = usage_error(error, command, argv)
+    if "--json" in argv:
+        ctx.meta[JSON_META_KEY] = True
+    _fail(ctx, mapped.display(), EXIT_USAGE, error_object(mapped))
 
 
 def environment_error(error: OSError | RecursionError) -> RunfoldError:

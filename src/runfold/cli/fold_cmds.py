@@ -21,6 +21,7 @@ from runfold.cli.common import (
     want_json,
     workspace_flag,
 )
+from runfold.core.figures import count, usd
 from runfold.core.ids import short_run_ids
 from runfold.core.messages import Block
 from runfold.core.tokens import TokenCount
@@ -230,7 +231,7 @@ def fork_cmd(
 def _tokens_text(tokens: dict[str, int] | None) -> str:
     if tokens is None:
         return "unknown"
-    return str(tokens["input"] + tokens["output"])
+    return count(tokens["input"] + tokens["output"])
 
 
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
@@ -245,7 +246,7 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
       runfold runs --json
     """
     from runfold.api import Workspace
-    from runfold.core.fold.runs import cost_text, short_id, status_text
+    from runfold.core.fold.runs import short_id, status_text
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
@@ -263,9 +264,9 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
             short_id(s.run, names),
             status_text(s),
             s.model or "-",
-            str(s.turns),
+            count(s.turns),
             _tokens_text(s.tokens),
-            cost_text(s.cost_usd_micros),
+            usd(s.cost_usd_micros),
             (f"{s.relation} of {short_id(s.origin or '', names)}" if s.relation else "-"),
             s.task_head,
         )

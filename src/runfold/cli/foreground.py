@@ -31,8 +31,9 @@ from runfold.cli.common import (
     out_console,
     workspace_flag,
 )
-from runfold.cli.live import LiveView, tokens, usd
+from runfold.cli.live import LiveView
 from runfold.core.errors import ErrorCode
+from runfold.core.figures import count, usd
 
 if TYPE_CHECKING:
     from runfold.api import RunOutcome, Workspace
@@ -246,9 +247,12 @@ def _print_summary(
     cost = usd(outcome.billed_usd_micros)
     if outcome.billed_usd_micros is None:
         cost += ' (no price known for this model; add [prices."<model>"] to .runfold/config.toml)'
+    reason = outcome.reason
+    if outcome.error is not None:  # its one display line follows on stderr: say it once
+        reason = f"frozen by {outcome.error.code.value} (its error line is on stderr)"
     lines = [
         "",
-        f"{outcome.completion}: {outcome.reason}" if outcome.reason else outcome.completion,
+        f"{outcome.completion}: {reason}" if reason else outcome.completion,
     ]
     if outcome.completion == "done" and view.last_reply:
         lines += ["", view.last_reply, ""]
@@ -256,10 +260,10 @@ def _print_summary(
         f"  run      {outcome.run_id}",
         f"  turns    {outcome.turns} ({outcome.attempts} model call{'s' if outcome.attempts != 1 else ''}),"
         f" {calls} tool call{'s' if calls != 1 else ''}",
-        f"  tokens   {tokens(u.input)} in / {tokens(u.output)} out"
-        f" ({tokens(u.cache_read)} cache read, {tokens(u.cache_write)} cache write)",
+        f"  tokens   {count(u.input)} in / {count(u.output)} out"
+        f" ({count(u.cache_read)} cache read, {count(u.cache_write)} cache write)",
         f"  cost     {cost}",
-        f"  elapsed  {view.elapsed_s:.1f} s · {outcome.lines} ledger lines, {outcome.ledger_bytes:,} bytes",
+        f"  elapsed  {view.elapsed_s:.1f} s · {count(outcome.lines)} ledger lines, {count(outcome.ledger_bytes)} bytes",
     ]
     if record is not None:
         lines.append(f"  recorded {record} (replay the session: --model script:{record})")

@@ -30,6 +30,7 @@ from runfold.cli.common import (
 )
 from runfold.cli.summary import iso_ms, summarize
 from runfold.core.errors import invalid_args
+from runfold.core.figures import count
 from runfold.core.kinds import Kind
 
 # The workspace, the ledger reader and rich's renderables are imported by the commands that
@@ -214,12 +215,12 @@ def verify_cmd(
     seq_range = f"seq {report.first_seq}..{report.last_seq}" if report.lines else "no lines"
     versions = ", ".join(str(v) for v in sorted(report.versions)) or "none"
     con.print(
-        f"ok: {report.lines} line{'' if report.lines == 1 else 's'} verified ({seq_range})", markup=False
+        f"ok: {count(report.lines)} line{'' if report.lines == 1 else 's'} verified ({seq_range})", markup=False
     )
     con.print(f"head: {report.head}", markup=False)
     con.print(f"format version: {versions}", markup=False)
     con.print(
-        f"read {report.bytes} bytes in {report.segments} segment(s), {report.seconds:.3f} s, "
+        f"read {count(report.bytes)} bytes in {count(report.segments)} segment(s), {report.seconds:.3f} s, "
         f"{report.mb_per_s:.1f} MB/s",
         markup=False,
     )
@@ -264,7 +265,7 @@ def _timeline_row(
     row.append(f"{env.who:<{who_width}}", style="green")
     row.append("  ")
     row.append(f"{env.kind:<{kind_width}}", style="bold")
-    summary = summarize(env)
+    summary = summarize(env, names)
     if summary:
         row.append("  ")
         row.append(summary)

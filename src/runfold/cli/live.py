@@ -1,9 +1,11 @@
 """The live view of `runfold run`: what the agent is doing while it runs, built from ledger lines.
 
-It is fed every line the run writes (`on_event`) and the streamed reply text (`on_delta`), so
-what it shows is what the ledger says. On a terminal it is a rich `Live` status bar under a
-scrolling log; otherwise it prints one plain line per event (turn, tool calls with their
-subjects, tokens, cost, elapsed), which is what logs and tests read.
+It is fed every line the run writes (`on_event`) and the streamed reply text (`on_delta`). What
+it prints for good is what the ledger says: each reply's whole text comes from its
+`model_returned` line. On a terminal it is a rich `Live` status bar under a scrolling log, and
+the text streamed while the model answers is shown under the bar as it arrives — provisional,
+replaced by the durable reply once its line is written; otherwise it prints plain lines per event
+(turn, tool calls with their subjects, tokens, cost, elapsed), which is what logs and tests read.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from runfold.cli.summary import head, short_run
 from runfold.core.errors import RunfoldError
+from runfold.core.figures import count, usd
 from runfold.core.messages import reply_blocks
 
 # rich's live display is imported when a run is drawn, not when the command line is built.
@@ -23,22 +26,8 @@ if TYPE_CHECKING:
 
     from runfold.core.records import Record
 
-TAIL_CHARS = 160
-"""Characters of streamed reply text shown under the status bar on a terminal."""
-
-
-def usd(micros: int | None) -> str:
-    """Micro-USD as dollars with six decimals (`$0.001234`); `unknown` for None (never `$0`)."""
-    if micros is None:
-        return "unknown"
-    sign = "-" if micros < 0 else ""
-    m = abs(micros)
-    return f"{sign}${m // 1_000_000}.{m % 1_000_000:06d}"
-
-
-def tokens(n: int) -> str:
-    """A token count with thousands separators."""
-    return f"{n:,}"
+STREAM_KEEP_CHARS = 64 * 1024
+"""Characters of the streamed reply kept for the provisional display (its end is shown)."""
 
 
 def _int(data: dict[str, Any], key: str) -> int:
@@ -82,7 +71,7 @@ class LiveView:
         self.cache_write = 0
         self.billed_usd_micros: int | None = 0
         self.waiting = ""
-        self._tail = ""
+        self._streamed = ""
         self._live: Live | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -131,7 +120,7 @@ class LiveView:
             f"run {short_run(self.run_id)}" if self.run_id else "starting",
             f"turn {self.turns + (1 if self.waiting else 0)}",
             f"{self.tool_calls} tool call{'s' if self.tool_calls != 1 else ''}",
-            f"{tokens(self.input_tokens)} in / {tokens(self.output_tokens)} out tokens",
+            f"{count(self.input_tokens)} in / {count(self.output_tokens)} out tokens",
             f"cost {usd(self.billed_usd_micros)}",
             f"{self.elapsed_s:.1f} s",
         ]
@@ -144,17 +133,30 @@ class LiveView:
         from rich.text import Text
 
         status = Text(self.status(), style="bold")
-        if not self._tail:
+        if not self._streamed:
             return Group(status)
-        return Group(status, Text(self._tail, style="dim"))
+        return Group(status, Text(self._stream_tail(), style="dim"))
+
+    def _stream_tail(self) -> str:
+        """The end of the streamed text that fits under the status bar: as many wrapped lines as
+        the terminal has rows, less the bar's."""
+        import textwrap
+
+        width = max(self.console.width - 1, 20)
+        rows = max(self.console.height - 3, 3)
+        wrapped: list[str] = []
+        for paragraph in self._streamed.splitlines() or [""]:
+            wrapped.extend(textwrap.wrap(paragraph, width) or [""])
+        return "\n".join(wrapped[-rows:])
 
     # ---- feeding ---------------------------------------------------------------------------
 
     def on_delta(self, kind: str, text: str) -> None:
-        """Streamed reply text (`kind` is the block kind); shown on a terminal only."""
+        """Streamed reply text (`kind` is the block kind), shown as it arrives on a terminal only:
+        provisional until the reply's `model_returned` line replaces it."""
         if self._live is None or kind not in ("text", "thinking"):
             return
-        self._tail = " ".join((self._tail + text).split())[-TAIL_CHARS:]
+        self._streamed = (self._streamed + text)[-STREAM_KEEP_CHARS:]
 
     def on_event(self, record: Record) -> None:
         """One ledger line of the run, as it is written."""
@@ -176,15 +178,15 @@ class LiveView:
         attempt = _int(data, "attempt")
         again = f" (attempt {attempt})" if attempt > 1 else ""
         self.waiting = "waiting for the model"
-        self._tail = ""
+        self._streamed = ""
         self.line(
-            f"turn {self.turns + 1} · calling {_str(data, 'model') or self.model}{again} · {size:,} request bytes"
+            f"turn {self.turns + 1} · calling {_str(data, 'model') or self.model}{again} · {count(size)} request bytes"
         )
 
     def _on_model_returned(self, record: Record, data: dict[str, Any]) -> None:
         self.turns += 1
         self.waiting = ""
-        self._tail = ""
+        self._streamed = ""
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         assert isinstance(usage, dict)
         self.input_tokens += _int(usage, "input")
@@ -210,15 +212,23 @@ class LiveView:
             parts.append("(thinking)")
         parts.append(head(said) if said else "(no text)")
         parts.append(f"· {calls} tool call{'s' if calls != 1 else ''}")
-        parts.append(f"· {tokens(_int(usage, 'input'))} in / {tokens(_int(usage, 'output'))} out tokens")
+        parts.append(f"· {count(_int(usage, 'input'))} in / {count(_int(usage, 'output'))} out tokens")
         cached = _int(usage, "cache_read")
         if cached:
-            parts.append(f"({tokens(cached)} cached)")
+            parts.append(f"({count(cached)} cached)")
         parts.append(f"· {usd(billed if isinstance(billed, int) else None)}")
         stop = _str(data, "stop")
         if stop and stop not in ("end_turn", "tool_use", "stop", "tool_calls", "completed"):
             parts.append(f"· stop {stop}")
         self.line(" ".join(parts))
+        if said and head(said) != f'"{self.last_reply}"':  # the head was cut: the whole reply too
+            self._print_whole(self.last_reply)
+
+    def _print_whole(self, text: str) -> None:
+        """A reply's whole text from its durable line, indented under the turn's line."""
+        body = "\n".join(f"    {line}".rstrip() for line in text.splitlines())
+        target = self._live.console if self._live is not None else self.console
+        target.print(body, markup=False, highlight=False)
 
     def _on_tool_called(self, record: Record, data: dict[str, Any]) -> None:
         self.tool_calls += 1

@@ -8,7 +8,7 @@ prints what was done and the next command.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -24,11 +24,30 @@ from runfold.cli.common import (
 )
 from runfold.cli.fold_cmds import RunArg
 from runfold.cli.run_cmds import RUN_EPILOG
+from runfold.core.figures import count
 from runfold.core.ids import short_run_ids
+
+_T = TypeVar("_T")
+
+LISTED_MAX = 10
+"""Runs listed per section of `runfold resume` (the newest); `--all` lists every one."""
+
+
+def _newest(items: list[_T], every: bool, what: str, where: str) -> tuple[list[_T], list[str]]:
+    """The items a section lists (all with `every`, else the newest `LISTED_MAX`, kept in ledger
+    order) and the `+N more` line naming the command that lists them all."""
+    if every or len(items) <= LISTED_MAX:
+        return items, []
+    more = len(items) - LISTED_MAX
+    return items[-LISTED_MAX:], [f"  +{count(more)} more {what} (older): `runfold resume --all{where}` lists every one"]
 
 
 def resume_cmd(
     ctx: typer.Context,
+    every: Annotated[
+        bool,
+        typer.Option("--all", help=f"List every run waiting or frozen (default: the newest {LISTED_MAX} of each)."),
+    ] = False,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -43,6 +62,7 @@ def resume_cmd(
     \b
     Examples:
       runfold resume
+      runfold resume --all
       runfold resume --json
     """
     as_json = want_json(ctx, json)
@@ -78,7 +98,7 @@ def resume_cmd(
         return
     short = short_run_ids(all_runs)  # unique among every run, not only the ones listed
     lines = [
-        f"ok: {verified.lines} line{'' if verified.lines == 1 else 's'} verified (head {verified.head[:16]}…)"
+        f"ok: {count(verified.lines)} line{'' if verified.lines == 1 else 's'} verified (head {verified.head[:16]}…)"
     ]
     if not report.wrote:
         lines.append("nothing to close: every tool call has its result and every run is frozen")
@@ -92,10 +112,9 @@ def resume_cmd(
         lines.append(
             f"froze {len(report.frozen)} run(s) left running by a dead process (cancelled, process_died):"
         )
-        lines += [
-            f"  {short[r.run]}  {r.turns} turn(s), last seq {r.last_seq}  {_head(r.task)}"
-            for r in report.frozen
-        ]
+        shown, more = _newest(list(report.frozen), every, "frozen runs", where)
+        lines += [f"  {short[r.run]}  {r.turns} turn(s), last seq {r.last_seq}  {_head(r.task)}" for r in shown]
+        lines += more
     if report.unclosable:
         lines.append(
             f"note: {len(report.unclosable)} tool call(s) of runs frozen earlier have no result; their "
@@ -103,12 +122,14 @@ def resume_cmd(
         )
         lines += [f"  seq {c.seq:<6} {c.name:<12} {c.tool_use_id}" for c in report.unclosable]
     if waiting:
-        lines.append("waiting for you (ended without finishing, not continued yet):")
+        lines.append(f"waiting for you (ended without finishing, not continued yet): {count(len(waiting))}")
+        shown_waiting, more = _newest(list(waiting), every, "waiting runs", where)
         lines += [
             f"  {short[s.run]}  {s.status}{f' ({s.cause})' if s.cause else ''}  {_head(s.task)}"
             f"\n      runfold continue {short[s.run]}{where}  [--task TEXT] [--model SPEC]"
-            for s in waiting
+            for s in shown_waiting
         ]
+        lines += more
     out_console().print("\n".join(lines), markup=False, highlight=False)
 
 

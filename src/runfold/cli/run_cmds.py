@@ -21,8 +21,8 @@ from runfold.cli.common import (
     out_console,
     want_json,
 )
-from runfold.cli.live import tokens, usd
 from runfold.core.errors import invalid_args
+from runfold.core.figures import count, usd
 
 if TYPE_CHECKING:
     from runfold.api import CostReport, ReplayReport, Workspace
@@ -198,7 +198,11 @@ def replay_cmd(
             out.print(f"  seq {seq}: not checkable ({why})", markup=False)
         for seq, rule in report.invalid:
             out.print(f"  seq {seq}: the rebuilt request breaks the provider rule {rule}", markup=False)
-        out.print(("ok: " if report.ok else "MISMATCH: ") + report.summary(), markup=False)
+        if report.ok and report.requests == 0:
+            why = f"{len(report.skipped)} not checkable" if report.skipped else "it sent no model request"
+            out.print(f"nothing to replay: {why}", markup=False)
+        else:
+            out.print(("ok: " if report.ok else "MISMATCH: ") + report.summary(), markup=False)
     if not report.ok:
         ctx.exit(EXIT_VERIFY_FAILED)
 
@@ -256,11 +260,11 @@ def _money_rows(rows: list[Any], name: Any) -> list[list[str]]:
     return [
         [
             name(r),
-            str(r.calls),
-            tokens(r.usage.input),
-            tokens(r.usage.output),
-            tokens(r.usage.cache_read),
-            tokens(r.usage.cache_write),
+            count(r.calls),
+            count(r.usage.input),
+            count(r.usage.output),
+            count(r.usage.cache_read),
+            count(r.usage.cache_write),
             usd(r.billed_usd_micros),
             usd(r.cache_savings_usd_micros),
         ]
@@ -307,15 +311,15 @@ def cost_cmd(
     lines.extend(_table(["model", *MONEY_HEADER[1:]], _money_rows(report.models, lambda r: r.key), right))
     lines.append("")
     tool_rows = [
-        [t.name, str(t.calls), str(t.errors), f"{t.took_us / 1000:.1f}", f"{t.result_bytes:,}"]
+        [t.name, count(t.calls), count(t.errors), f"{t.took_us / 1000:,.1f}", count(t.result_bytes)]
         for t in report.tools
     ]
     lines.extend(_table(["tool", "calls", "errors", "time ms", "result bytes"], tool_rows, {1, 2, 3, 4}))
     lines.append("")
     t = report.total
     lines.append(
-        f"total: {t.calls} replies · {tokens(t.usage.input)} in / {tokens(t.usage.output)} out tokens "
-        f"({tokens(t.usage.cache_read)} cache read, {tokens(t.usage.cache_write)} cache write) · "
+        f"total: {count(t.calls)} replies · {count(t.usage.input)} in / {count(t.usage.output)} out tokens "
+        f"({count(t.usage.cache_read)} cache read, {count(t.usage.cache_write)} cache write) · "
         f"cost {usd(t.billed_usd_micros)} · cache saved {usd(t.cache_savings_usd_micros)}"
     )
     if t.billed_usd_micros is None:

@@ -8,13 +8,14 @@ every `Kind` (a test enumerates it) so a new kind forces a decision here too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
 from runfold.core.canonical import Envelope
+from runfold.core.figures import count, usd
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import Kind
 
@@ -33,9 +34,17 @@ def iso_ms(t: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def short_run(run: str) -> str:
-    """The first 8 hex digits of a run id; `workspace` for the nil run."""
-    return "workspace" if run == WORKSPACE_RUN else run[:8]
+RunNames = Mapping[str, str]
+"""Run id → how it is shown: `core.ids.short_run_ids` over every run of the ledger."""
+
+
+def short_run(run: str, names: RunNames | None = None) -> str:
+    """How a run named in a payload is shown: its entry in `names` (the shortest unique prefix,
+    the same rule as every listing), else the whole id (always unique); `workspace` for the
+    nil run."""
+    if run == WORKSPACE_RUN:
+        return "workspace"
+    return names.get(run, run) if names is not None else run
 
 
 def head(text: str, limit: int = HEAD_CHARS) -> str:
@@ -54,6 +63,13 @@ def _s(data: dict[str, Any], key: str) -> str | None:
 def _i(data: dict[str, Any], key: str) -> int | None:
     value = data.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _n(data: dict[str, Any], key: str) -> str:
+    """The whole number at `key` as shown everywhere (`core.figures.count`), `0` when absent,
+    the raw value when it is not a whole number."""
+    value = data.get(key, 0)
+    return count(value) if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def _d(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -78,7 +94,7 @@ def _workspace_initialized(d: dict[str, Any]) -> str:
     return f"format {fmt}" if fmt is not None else ""
 
 
-def _run_started(d: dict[str, Any]) -> str:
+def _run_started(d: dict[str, Any], names: RunNames | None = None) -> str:
     task = _s(d, "task")
     goal = _s(d, "goal")
     parent = _s(d, "parent")
@@ -87,22 +103,22 @@ def _run_started(d: dict[str, Any]) -> str:
         f"task {head(task, 40)}" if task else None,
         f"goal {head(goal, 40)}" if goal else None,
         f"opening {d['opening']}" if _s(d, "opening") else None,
-        f"parent {short_run(parent)}" if parent else None,
-        f"predecessor {short_run(predecessor)}" if predecessor else None,
+        f"parent {short_run(parent, names)}" if parent else None,
+        f"predecessor {short_run(predecessor, names)}" if predecessor else None,
         f"model {d['model']}" if _s(d, "model") else None,
     )
 
 
-def _run_forked(d: dict[str, Any]) -> str:
+def _run_forked(d: dict[str, Any], names: RunNames | None = None) -> str:
     mother = _s(d, "from") or "?"
-    return f"from {short_run(mother)} at seq {_i(d, 'at_seq')}"
+    return f"from {short_run(mother, names)} at seq {_i(d, 'at_seq')}"
 
 
-def _session_opened(d: dict[str, Any]) -> str:
+def _session_opened(d: dict[str, Any], names: RunNames | None = None) -> str:
     origin = _d(d, "from")
     carried = "carried" if d.get("carried") is True else "fresh"
     if origin:
-        return f"{carried} from {short_run(str(origin.get('run', '?')))} at seq {origin.get('at_seq')}"
+        return f"{carried} from {short_run(str(origin.get('run', '?')), names)} at seq {origin.get('at_seq')}"
     return carried
 
 
@@ -125,7 +141,7 @@ def _prompt_shape_compared(d: dict[str, Any]) -> str:
     return _join(
         f"conversation {d.get('conversation')}" if _s(d, "conversation") else None,
         f"{_i(d, 'messages')} messages" if _i(d, "messages") is not None else None,
-        f"request {_i(d, 'request_bytes')} B" if _i(d, "request_bytes") is not None else None,
+        f"request {_n(d, 'request_bytes')} B" if _i(d, "request_bytes") is not None else None,
         f"system moved: {', '.join(map(str, moved))}" if isinstance(moved, list) and moved else None,
         "tools moved" if d.get("tools_moved") is True else None,
     )
@@ -135,7 +151,7 @@ def _model_called(d: dict[str, Any]) -> str:
     request = _d(d, "request")
     return _join(
         _s(d, "model") or "?",
-        f"request {str(request.get('hash', ''))[:8]} ({request.get('bytes')} B)" if request else None,
+        f"request {str(request.get('hash', ''))[:8]} ({_n(request, 'bytes')} B)" if request else None,
         f"attempt {_i(d, 'attempt')}" if _i(d, "attempt") is not None else None,
         f"for {_s(d, 'purpose')}" if _s(d, "purpose") else None,
     )
@@ -145,9 +161,9 @@ def _model_returned(d: dict[str, Any]) -> str:
     usage = _d(d, "usage")
     tokens = None
     if usage:
-        tokens = f"tokens in {usage.get('input', 0)} out {usage.get('output', 0)}"
+        tokens = f"tokens in {_n(usage, 'input')} out {_n(usage, 'output')}"
         if usage.get("cache_read") or usage.get("cache_write"):
-            tokens += f" cache r {usage.get('cache_read', 0)} w {usage.get('cache_write', 0)}"
+            tokens += f" cache r {_n(usage, 'cache_read')} w {_n(usage, 'cache_write')}"
     text = ""
     content = _d(d, "message").get("content")
     if isinstance(content, list):
@@ -159,7 +175,7 @@ def _model_returned(d: dict[str, Any]) -> str:
         f"calls {_i(d, 'calls') or 0}",
         f"stop {d['stop']}" if _s(d, "stop") else None,
         tokens,
-        f"${cost / 1_000_000:.4f}" if cost is not None else None,
+        usd(cost) if cost is not None else None,
         text or None,
     )
 
@@ -193,7 +209,7 @@ def _result_offloaded(d: dict[str, Any]) -> str:
     return _join(
         f"[{d.get('tool_use_id')}]",
         f"→ {_s(d, 'locator') or '?'}",
-        f"({_i(d, 'bytes')} B)" if _i(d, "bytes") is not None else None,
+        f"({_n(d, 'bytes')} B)" if _i(d, "bytes") is not None else None,
     )
 
 
@@ -275,7 +291,7 @@ def _run_frozen(d: dict[str, Any]) -> str:
 
 
 def _log_truncated(d: dict[str, Any]) -> str:
-    return f"dropped {_i(d, 'dropped_bytes')} bytes"
+    return f"dropped {_n(d, 'dropped_bytes')} bytes"
 
 
 def _eval_run(d: dict[str, Any]) -> str:
@@ -322,13 +338,23 @@ SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
 }
 
 
-def summarize(env: Envelope) -> str:
-    """A one-line summary of a line's payload (no newline); never raises on odd payloads."""
+_NAMING_RUNS: dict[Kind, Callable[[dict[str, Any], RunNames | None], str]] = {
+    Kind.RUN_STARTED: _run_started,
+    Kind.RUN_FORKED: _run_forked,
+    Kind.SESSION_OPENED: _session_opened,
+}
+"""The summaries that name other runs: they show them as `names` says."""
+
+
+def summarize(env: Envelope, names: RunNames | None = None) -> str:
+    """A one-line summary of a line's payload (no newline); never raises on odd payloads.
+    `names`: how the runs it names are shown (see `short_run`)."""
     try:
         kind = Kind(env.kind)
     except ValueError:
         return f"(kind unknown to this build, skipped) {_compact(env.data)}"
     try:
-        return SUMMARIZERS[kind](env.data)
+        naming = _NAMING_RUNS.get(kind)
+        return naming(env.data, names) if naming is not None else SUMMARIZERS[kind](env.data)
     except (KeyError, TypeError, ValueError, AttributeError):
         return _compact(env.data)

@@ -56,19 +56,27 @@ def read_body(source: str) -> Any:
 
 
 def unwrap(value: Any) -> tuple[Any, str | None]:
-    """A recorded wrapper `{"dialect": ..., "request": {...}}` (as in fixtures and request logs)
-    gives its `request` and its dialect; any other value is the body itself (dialect None)."""
-    if (
-        isinstance(value, dict)
-        and isinstance(value.get("request"), dict)
-        and "messages" not in value
-        and "input" not in value
-    ):
-        from runfold.core.validate import DIALECTS
+    """A wrapper gives its body and its dialect: `{"dialect": ..., "request": {...}}` (a recorded
+    request, as in fixtures and request logs) or `{"dialect": ..., "body": {...}}` (what
+    `runfold conversation RUN --dialect D --json` prints); any other value is the body itself
+    (dialect None). Raises `E_INVALID_ARGS` for a conversation printed in the `internal` form,
+    which no provider takes."""
+    key = next(
+        (k for k in ("request", "body") if isinstance(value, dict) and isinstance(value.get(k), dict)), None
+    )
+    if key is None or "messages" in value or "input" in value:
+        return value, None
+    from runfold.core.validate import DIALECTS
 
-        dialect = value.get("dialect")
-        return value["request"], dialect if dialect in DIALECTS else None
-    return value, None
+    dialect = value.get("dialect")
+    if key == "body" and dialect == "internal":
+        raise invalid_args(
+            "validate a request",
+            "a conversation in runfold's internal form",
+            "render it for a provider first: `runfold conversation RUN --dialect anthropic --json` "
+            "(or openai-chat, openai-responses), then validate that",
+        )
+    return value[key], dialect if dialect in DIALECTS else None
 
 
 def validate_cmd(
@@ -77,7 +85,8 @@ def validate_cmd(
         str,
         typer.Argument(
             help="The request body: a JSON file, or - for stdin. An object whose `request` key holds "
-            "the body (a recorded request) is read too.",
+            "the body (a recorded request) is read too, and so is the output of "
+            "`runfold conversation RUN --dialect D --json` (its `body`, for dialect D).",
             show_default=False,
             metavar="FILE",
         ),

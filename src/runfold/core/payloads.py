@@ -311,7 +311,7 @@ class CancelReceived(Payload):
 
 @dataclasses.dataclass(kw_only=True)
 class WatchdogFired(Payload):
-    """A retry or stall guard fired: `reason` (e.g. `http_429`, `stream_cut`, `repeat`)."""
+    """A retry or stall guard fired: `reason` (e.g. `http_429`, `stream_cut`, `connection_refused`, `repeat`)."""
 
     KIND = Kind.WATCHDOG_FIRED
     OPTIONAL = frozenset({"status", "delay_ms"})

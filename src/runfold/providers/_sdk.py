@@ -146,6 +146,15 @@ def map_sdk_error(err: BaseException, *, provider: str, key_hint: str | None = N
             retry_after_ms=retry_after_ms(getattr(response, "headers", None)),
         )
     name = type(err).__name__
+    if connection_refused(err):
+        url = _request_url(err)
+        return ProviderError(
+            f"nothing answered at {url or provider}: connection refused",
+            status=None,
+            retryable=True,
+            refused=True,
+            subject=provider,
+        )
     if "Timeout" in name or "Connection" in name or isinstance(err, TRANSPORT_ERRORS):
         return ProviderError(
             f"{provider} connection failed or the stream was cut ({name}: {err})", status=None, retryable=True
@@ -156,6 +165,28 @@ def map_sdk_error(err: BaseException, *, provider: str, key_hint: str | None = N
         # an error chunk inside an OpenAI stream (the SDK raises APIError without a status)
         return ProviderError(f"{provider} stream error: {message}", status=None, retryable=True)
     return ProviderError(f"{provider} failed ({name}: {message})", status=None, retryable=False)
+
+
+def connection_refused(err: BaseException) -> bool:
+    """True when `err` or an exception it was raised from (SDK → httpx → the socket) is a
+    refused connection: nothing listens at the address."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _request_url(err: BaseException) -> str | None:
+    """The URL of the request `err` is about, when the SDK kept it (`err.request.url`)."""
+    try:
+        url = getattr(getattr(err, "request", None), "url", None)
+    except RuntimeError:  # httpx raises when an error carries no request
+        return None
+    return str(url) if url is not None else None
 
 
 def cut_stream(provider: str, what: str) -> ProviderError:

@@ -104,11 +104,20 @@ StreamCallback = Callable[[str, str], Awaitable[None] | None]
 """Called with (block kind, text delta) while a reply streams; for live views only."""
 
 
+REFUSED_RECOVERY = (
+    "nothing answered at that URL: check that the server is running and listening there, and "
+    "that the URL is right (for openai-compat: the part after @)"
+)
+
+
 class ProviderError(RunfoldError):
     """A provider call failed. `status` is the HTTP status (None for a cut stream or a local
-    failure); `retry` says whether the run loop backs off and tries again (408/429/5xx/cut)."""
+    failure); `retry` says whether the run loop backs off and tries again (408/429/5xx/cut);
+    `refused`: nothing answered at the URL (connection refused), which the loop retries at
+    most once (`runtime.retry.RetryPolicy`)."""
 
     status: int | None
+    refused: bool
 
     def __init__(
         self,
@@ -118,13 +127,16 @@ class ProviderError(RunfoldError):
         retryable: bool,
         retry_after_ms: int | None = None,
         subject: str = "the model provider",
+        refused: bool = False,
     ) -> None:
         super().__init__(
             code=ErrorCode.PROVIDER,
             action=f"call the model ({message})",
             subject=subject,
             recovery=(
-                "runfold retries this with back-off; if it persists check the provider's status"
+                REFUSED_RECOVERY
+                if refused
+                else "runfold retries this with back-off; if it persists check the provider's status"
                 if retryable
                 else "fix the request or the provider settings (model name, key, base URL) and continue the run"
             ),
@@ -132,6 +144,7 @@ class ProviderError(RunfoldError):
             retry_after_ms=retry_after_ms,
         )
         self.status = status
+        self.refused = refused
 
 
 def retryable_status(status: int) -> bool:

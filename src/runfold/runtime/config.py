@@ -230,7 +230,10 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
     models_table = data.get("models", {})
     if not isinstance(models_table, Mapping):
         raise _bad(where, "models", 'make [models."<name>"] tables')
-    models = merge_models(models_table)
+    try:
+        models = merge_models(models_table)
+    except RunfoldError as err:  # the core names the table; the file it came from is known here
+        raise RunfoldError(err.code, err.action, where, err.recovery, nearby=err.nearby) from None
     return WorkspaceConfig(defaults, prices, providers, context, models)
 
 
@@ -282,7 +285,7 @@ def require_key(spec: str, env: Mapping[str, str] | None = None) -> None:
         raise RunfoldError(
             ErrorCode.CONFIG_INVALID,
             f"call the model {spec!r}",
-            var,
+            f"this machine: {var} is not set",
             f"set the environment variable {var} to your API key (export {var}=...), "
             "or choose another model with --model",
         )

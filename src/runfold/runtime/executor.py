@@ -422,7 +422,7 @@ class RunLoop:
             try:
                 reply = await self.points.race(self.provider.complete(request, self.on_delta))
             except ProviderError as err:
-                if err.retry is not Retry.YES or attempt >= policy.max_attempts:
+                if err.retry is not Retry.YES or attempt >= policy.attempts_for(err):
                     return Stop.failed(err)
                 delay = policy.delay_ms(attempt, err.retry_after_ms, self.rand())
                 self._write(

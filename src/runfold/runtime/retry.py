@@ -21,6 +21,13 @@ class RetryPolicy:
     base_ms: int = 500
     cap_ms: int = 30_000
     max_attempts: int = 5
+    refused_attempts: int = 2
+    """Attempts in all when nothing answered at the URL (connection refused): one retry covers
+    a server still starting, more would only delay the answer that the URL is wrong."""
+
+    def attempts_for(self, err: ProviderError) -> int:
+        """How many attempts in all the loop makes for a call failing with `err`."""
+        return min(self.max_attempts, self.refused_attempts) if err.refused else self.max_attempts
 
     def delay_ms(self, attempt: int, retry_after_ms: int | None, rand: float) -> int:
         """The wait in ms after failed attempt `attempt` (1-based); `rand` in [0, 1)."""
@@ -32,6 +39,8 @@ class RetryPolicy:
 
 
 def backoff_reason(err: ProviderError) -> str:
-    """The `watchdog_fired.reason` of a back-off after `err`: `http_<status>`, or `stream_cut`
-    when the provider gave no status."""
+    """The `watchdog_fired.reason` of a back-off after `err`: `connection_refused` when nothing
+    answered, `http_<status>`, or `stream_cut` when the provider gave no status."""
+    if err.refused:
+        return "connection_refused"
     return f"http_{err.status}" if err.status is not None else "stream_cut"

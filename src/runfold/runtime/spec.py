@@ -75,17 +75,59 @@ class RunSpec:
     command_line: bool = False
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if self.continues is not None and self.fork is not None:
             raise invalid_args("continue a run", "fork", "give either `continues` or `fork`, not both")
         if self.max_turns is not None and self.max_turns < 1:
             action = "continue a run" if self.continues is not None else "run an agent"
             given = f"--max-turns {self.max_turns}" if self.command_line else f"max_turns={self.max_turns}"
-            raise invalid_args(action, given, "give a turn ceiling of at least 1")
+            ceiling = f"a ceiling of {self.max_turns} turns ({given})"
+            raise invalid_args(action, ceiling, "give a turn ceiling of at least 1")
 
     @property
     def origin(self) -> str | None:
         """The run (id or prefix) this one forks or continues, None for a fresh run."""
         return self.continues if self.continues is not None else self.fork[0] if self.fork else None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_SHAPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("task", lambda v: isinstance(v, str), "a string"),
+    ("goal", lambda v: isinstance(v, str), "a string"),
+    ("model", lambda v: v is None or isinstance(v, str) or hasattr(v, "complete"), "a SPEC string or a Provider"),
+    ("room", lambda v: isinstance(v, str), "a room address string such as '.'"),
+    ("max_turns", lambda v: v is None or _is_int(v), "a whole number ≥ 1"),
+    ("tools", lambda v: isinstance(v, Sequence) and not isinstance(v, str), "a list of functions or Tools"),
+    (
+        "builtin_tools",
+        lambda v: v is None
+        or isinstance(v, bool)
+        or (isinstance(v, Sequence) and not isinstance(v, str) and all(isinstance(n, str) for n in v)),
+        "True, False or a list of built-in tool names",
+    ),
+    ("system", lambda v: v is None or isinstance(v, str), "a string"),
+    ("record", lambda v: v is None or isinstance(v, str | Path), "a file path"),
+    (
+        "fork",
+        lambda v: v is None or (isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and _is_int(v[1])),
+        "a (run, at_seq) pair",
+    ),
+    ("continues", lambda v: v is None or isinstance(v, str), "a run id or prefix"),
+)
+
+
+def _check_types(spec: RunSpec) -> None:
+    """Refuse a field of the wrong type with `E_INVALID_ARGS` naming it and the type it takes,
+    before a deeper layer fails on it with a bare TypeError."""
+    for name, fits, shape in _SHAPES:
+        value = getattr(spec, name)
+        if not fits(value):
+            raise invalid_args(
+                "run an agent", f"{name}={value!r:.80}", f"give {name} as {shape} (given: {type(value).__name__})"
+            )
 
 
 @dataclass(frozen=True)

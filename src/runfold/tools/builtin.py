@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 from pydantic import Field
 
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
@@ -46,6 +47,12 @@ Line = Annotated[int, Field(ge=1)]
 # ---- helpers ----------------------------------------------------------------------------
 
 
+def _call(tool: str, path: str) -> str:
+    """The call a tool error points the model to, written as it would send it:
+    `read_file {"path": "todo.md"}`."""
+    return f"{tool} {orjson.dumps({'path': path}).decode()}"
+
+
 def _not_found(ctx: ToolContext, path: str, real: Path, action: str) -> RunfoldError:
     nearby: tuple[str, ...] = ()
     parent = real.parent
@@ -57,11 +64,13 @@ def _not_found(ctx: ToolContext, path: str, real: Path, action: str) -> RunfoldE
         close = difflib.get_close_matches(real.name, names, n=3, cutoff=0.5)
         nearby = tuple(ctx.display(parent / n) for n in close)
     hint = f" (did you mean {', '.join(f'`{n}`' for n in nearby)}?)" if nearby else ""
+    where = ctx.display(parent) if parent.is_dir() and ctx.is_readable(parent) else "."
     return RunfoldError(
         ErrorCode.PATH_NOT_FOUND,
         action,
         repr(path),
-        f"no such path{hint}; check it with list_dir — paths are relative to {ctx.room_label}",
+        f"no such path{hint}; see what is there with {_call('list_dir', where)} — paths are "
+        f"relative to {ctx.room_label}",
         nearby=nearby,
     )
 
@@ -145,7 +154,11 @@ def read_file(
     if not real.exists():
         raise _not_found(ctx, path, real, action)
     if real.is_dir():
-        raise invalid_args(action, repr(path), "this is a directory; list it with list_dir")
+        raise invalid_args(
+            action,
+            repr(path),
+            f"this is a directory, not a file: list it with {_call('list_dir', ctx.display(real))}",
+        )
     if not real.is_file():
         raise invalid_args(
             action, repr(path), "this is not a regular file (a device, pipe or socket); read files only"
@@ -342,7 +355,12 @@ def list_dir(path: str = ".", *, ctx: ToolContext) -> dict[str, Any]:
     if not real.exists():
         raise _not_found(ctx, path, real, action)
     if not real.is_dir():
-        raise invalid_args(action, repr(path), "this is a file; read it with read_file")
+        raise invalid_args(
+            action,
+            repr(path),
+            f"this is a file, not a directory: read it with {_call('read_file', ctx.display(real))} "
+            f"(list_dir lists directories: {_call('list_dir', ctx.display(real.parent))})",
+        )
     with os.scandir(real) as it:
         found = sorted((e for e in it if e.name.casefold() != ".runfold"), key=lambda e: e.name)
     cap = ctx.list_max_entries

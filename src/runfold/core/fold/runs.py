@@ -411,13 +411,6 @@ def status_text(s: RunSummary) -> str:
     return f"{s.status} ({s.cause})" if s.cause else s.status
 
 
-def cost_text(micros: int | None) -> str:
-    """Micro-USD as `$0.001234`, or `unknown`."""
-    if micros is None:
-        return "unknown"
-    return f"${micros // 1_000_000}.{micros % 1_000_000:06d}"
-
-
 def render_tree(roots: Sequence[TreeNode], *, full_ids: bool = False) -> list[str]:
     """Lines of the tree: each run as `<id> <status> <model> <task head>`, children below with
     box-drawing guides and the edge (`fork@<seq>`, `successor`, `delegation`)."""
