@@ -20,6 +20,7 @@ from typing import Any, Final
 from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal
 from runfold.core.fold import ForkPlan, RunFolder
+from runfold.core.fold.resume import CANCELLED_BEFORE_IT_RAN, not_started_error
 from runfold.core.messages import Block, ToolUseBlock, check_block
 from runfold.core.payloads import (
     BytesRef,
@@ -118,7 +119,11 @@ class RunLoop:
         self.on_delta = channels.on_delta
         self.cancel = channels.cancel
         self.points = SafePoints(
-            channels, options.who, lambda payload, who: self._write(payload, who=who), self.ledger.flush
+            channels,
+            options.who,
+            lambda payload, who: self._write(payload, who=who),
+            self.ledger.flush,
+            settle=lambda: self._complete_wave(CANCELLED_BEFORE_IT_RAN),
         )
         self.rand = rand
         self.sleep = sleep
@@ -505,9 +510,10 @@ class RunLoop:
     # ---- the wave ---------------------------------------------------------------------------------
 
     async def _wave(self, calls: Sequence[ToolUseBlock]) -> Stop | None:
-        """Step 6: execute one wave of tool calls and write their lines in call order (calls a
-        cancel left unstarted get none); the run's stop when it was cancelled, else None. An
-        outer cancellation is re-raised once the lines of the calls that ran are written."""
+        """Step 6: execute one wave of tool calls and write their lines in call order (a call a
+        cancel left unstarted is answered as not started); the run's stop when it was
+        cancelled, else None. An outer cancellation is re-raised once every call's lines are
+        written."""
         reqs = [ToolCallRequest(c["id"], c["name"], c["input"]) for c in calls]
         index = {r.id: i for i, r in enumerate(reqs)}
         state = {"next": 0}  # first call whose lines are not all written
@@ -526,9 +532,10 @@ class RunLoop:
             if offloaded is not None:
                 self.offloads.remember(self._write(offloaded))
             self._write(result)
-            self.cache.remember(
-                self._position + i, reqs[i].name, reqs[i].args_json, outcome.result, outcome.error
-            )
+            if not isinstance(outcome, NotStarted):  # it never ran: nothing to answer again
+                self.cache.remember(
+                    self._position + i, reqs[i].name, reqs[i].args_json, outcome.result, outcome.error
+                )
 
         async def before_write(call: ToolCallRequest, earlier: Sequence[ToolOutcome]) -> None:
             i = index[call.id]
@@ -587,9 +594,10 @@ class RunLoop:
                 outcomes, cancelled = await task
             except asyncio.CancelledError:
                 outcomes, cancelled = [], True
-        for j in range(state["next"], len(reqs)):
-            if j >= len(outcomes) or isinstance(outcomes[j], NotStarted):
-                break  # calls that never started get no line
+        # every call is answered: the finished ones with their result, the ones in flight with
+        # E_TOOL_OUTCOME_UNKNOWN, the ones that never began as not started (the wave is
+        # completed, never dropped); calls without an outcome are answered at the freeze
+        for j in range(state["next"], min(len(reqs), len(outcomes))):
             write_pair(j, outcomes[j])
         self._position += len(reqs)
         if outer is not None:
@@ -600,7 +608,30 @@ class RunLoop:
 
     # ---- freeze ------------------------------------------------------------------------------------
 
+    def _complete_wave(self, why: str) -> None:
+        """A run stopping with a wave open completes it (DESIGN.md §5, §7): a call with no line
+        gets `tool_called` and a not-started result saying `why`, a recorded call without a
+        result (it may have acted) `E_TOOL_OUTCOME_UNKNOWN`; a successor then inherits every
+        call and its fate. Nothing is written outside a wave."""
+        for block, recorded in self.folder.unanswered():
+            call = ToolCallRequest(block["id"], block["name"], block["input"])
+            if recorded:
+                err = RunfoldError(
+                    ErrorCode.TOOL_OUTCOME_UNKNOWN,
+                    f"finish tool call `{call.name}` (the run stopped while it was in flight)",
+                    f"call {call.id}",
+                    "the tool may or may not have acted; check before retrying",
+                    retry=Retry.UNKNOWN,
+                )
+            else:
+                self._write(tool_called_payload(call, self.registry))
+                err = not_started_error(call.id, call.name, why)
+            self._write(ToolOutcome(call.id, call.name, None, err.to_data(), 0).to_payload())
+
     def _freeze(self, stop: Stop) -> None:
+        self._complete_wave(
+            CANCELLED_BEFORE_IT_RAN if stop.completion == "cancelled" else f"the run stopped before it ran: {stop.reason[:300]}"
+        )
         out = self.outcome
         completion = stop.completion
         ledger_completion = "cancelled" if completion == FAILED else completion

@@ -27,6 +27,7 @@ from pydantic import Field
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.offload import PAGING_TOOL
 from runfold.tools.context import ToolContext
+from runfold.tools.exec_guard import release_group, watch_group
 from runfold.tools.paging import read_result
 from runfold.tools.registry import Tool, ToolRegistry
 from runfold.tools.results import ToolError
@@ -541,6 +542,7 @@ async def exec_command(
             _kill_group(started_proc.pid)
             await asyncio.wait_for(started_proc.wait(), 2)
         raise
+    watch_group(proc.pid)  # killed by the guard if this process dies before the call ends
     readers = [asyncio.create_task(out.drain(proc.stdout)), asyncio.create_task(err.drain(proc.stderr))]
     timed_out = False
     try:
@@ -558,7 +560,9 @@ async def exec_command(
             task.cancel()
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(proc.wait(), 2)
+        release_group(proc.pid)
         raise
+    release_group(proc.pid)
     took_ms = (time.monotonic_ns() - started) // 1_000_000
     result: dict[str, Any] = {
         "exit_code": proc.returncode if proc.returncode is not None else -1,

@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 
 from runfold.core.canonical import Json, content_hash, encode_json
-from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
+from runfold.core.errors import ErrorCode, Retry, RunfoldError
+from runfold.core.fold.resume import CANCELLED_BEFORE_IT_RAN, not_started_error
 from runfold.core.kinds import Kind
 from runfold.core.payloads import ToolCalled, ToolResult
 from runfold.core.records import Record
@@ -62,9 +63,10 @@ class ToolOutcome:
 
 @dataclass(frozen=True)
 class NotStarted(ToolOutcome):
-    """The answer to a call a cancelled wave never started: it did not act, so the run loop
-    writes no line for it (its `error` is `E_GATE_DENIED`, retry yes, for a caller that shows
-    it). Only `WaveCancelled.outcomes` holds these."""
+    """The answer to a call a cancelled wave never started: it did not act; its `error` is
+    `core.fold.resume.not_started_error` ("not started: the run was cancelled before it ran"),
+    which the run loop records as the call's result so the wave is complete (DESIGN.md §5).
+    Only `WaveCancelled.outcomes` holds these."""
 
 
 def tool_called_payload(call: ToolCallRequest, registry: ToolRegistry) -> ToolCalled:
@@ -188,18 +190,7 @@ def _outcome_unknown(call: ToolCallRequest, why: str, took_us: int) -> ToolOutco
 
 
 def _not_started(call: ToolCallRequest) -> NotStarted:
-    err = RunfoldError(
-        ErrorCode.GATE_DENIED,
-        f"start tool call `{call.name}`",
-        f"call {call.id}",
-        "the run was cancelled before this call started; call it again in a new run if still needed",
-        retry=Retry.YES,
-        gate=Gate(
-            rule="a cancelled run starts no new tool calls",
-            violation=f"call {call.id} was still waiting when the run was cancelled",
-            alternative="continue or fork the run and call the tool again there",
-        ),
-    )
+    err = not_started_error(call.id, call.name, CANCELLED_BEFORE_IT_RAN)
     return NotStarted(call.id, call.name, None, err.to_data(), 0)
 
 

@@ -125,6 +125,18 @@ class _Wave:
     def needed(self) -> int:
         return max(self.calls, len(self.use_ids))
 
+    def unanswered(self) -> list[tuple[ToolUseBlock, bool]]:
+        """The calls without a result, in call order, each with whether a `tool_called` line
+        recorded it."""
+        asked = set(self.use_ids)
+        out = [
+            (b, b["id"] in self.called)
+            for b in self.reply
+            if b["kind"] == "tool_use" and b["id"] not in self.results
+        ]
+        out += [(b, True) for cid, (b, _) in self.called.items() if cid not in asked and cid not in self.results]
+        return out
+
     def complete(self) -> bool:
         ids = set(self.use_ids) | set(self.called)
         return len(self.results) >= self.needed() and ids <= set(self.results)
@@ -521,6 +533,12 @@ class RunFolder:
         """Where the run stands after the last line fed (`idle`, `assembled`, `calling`, `wave`,
         `frozen`)."""
         return self._folder.st.phase
+
+    def unanswered(self) -> list[tuple[ToolUseBlock, bool]]:
+        """The open wave's calls that have no result yet, in call order, each with whether a
+        `tool_called` line recorded it (empty outside a wave)."""
+        wave = self._folder.st.wave
+        return wave.unanswered() if wave is not None and self.phase is Phase.WAVE else []
 
     @property
     def prefix(self) -> PromptAssembled | None:
