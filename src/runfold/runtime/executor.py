@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from runfold.core.canonical import content_hash
-from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal
+from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invalid_args
 from runfold.core.fold import ForkPlan, RunFolder
 from runfold.core.fold.resume import CANCELLED_BEFORE_IT_RAN, not_started_error
 from runfold.core.messages import Block, ToolUseBlock, check_block
@@ -64,6 +64,10 @@ __all__ = ["FAILED", "RetryPolicy", "RunChannels", "RunInputs", "RunLoop", "RunO
 
 LIMIT_STOPS: Final = frozenset({"max_tokens", "length", "max_output_tokens", "incomplete"})
 """Stop reasons meaning the reply hit its output ceiling (Anthropic, OpenAI Chat, Responses)."""
+
+MALFORMED_REPLY: Final = "malformed_reply"
+"""`watchdog_fired.reason` when a reply was refused unrecorded (an empty or reused tool call id,
+an empty tool name, a malformed block) and the model is asked again after a back-off."""
 
 STALL_REPEATS: Final = 3
 """The same action this many times in a row gets a corrective `runtime:` steer; one more freezes
@@ -198,11 +202,18 @@ class RunLoop:
         `RunfoldError` raised inside a turn freezes it as failed with that error; an outer
         cancellation of the awaiting task freezes it as cancelled, then re-raises; an unexpected
         exception (a bug) freezes it as failed with `E_INTERNAL`, then re-raises; an exception
-        raised by `on_event` stops further events and is raised once the run is frozen."""
+        raised by `on_event` stops further events and is raised once the run is frozen. A new
+        run (not a fork) whose task is blank is refused with `E_INVALID_ARGS` before any line."""
         opts = self.options
         if self.fork is not None:
             self._inherit(self.fork)
         else:
+            if not opts.task.strip():  # refused before any line: the person's words open the run
+                raise invalid_args(
+                    "start a run (the task is empty or whitespace-only)",
+                    "the task",
+                    "give the task in words; providers refuse an empty opening",
+                )
             policy: dict[str, Any] = {}
             if opts.max_turns is not None:
                 policy["max_turns"] = opts.max_turns
@@ -422,20 +433,32 @@ class RunLoop:
                 return self.points.cancelled("while the model was answering")
             problem = self._reply_problem(reply)
             if problem is not None:
-                return Stop.failed(
-                    RunfoldError(
-                        ErrorCode.PROVIDER,
-                        f"read the model's reply ({problem})",
-                        f"provider {type(self.provider).__name__} model {request.model}",
-                        "the reply was not recorded; retry the run or report the provider's output",
+                # refused before anything of it is recorded or run; the model is asked again
+                if attempt >= policy.max_attempts:
+                    return Stop.failed(
+                        RunfoldError(
+                            ErrorCode.PROVIDER,
+                            f"read the model's reply ({problem}; {attempt} attempt(s))",
+                            f"provider {type(self.provider).__name__} model {request.model}",
+                            "the replies were not recorded; continue the run or report the provider's output",
+                        )
                     )
+                delay = policy.delay_ms(attempt, None, self.rand())
+                self._write(
+                    WatchdogFired(reason=MALFORMED_REPLY, attempt=attempt, delay_ms=delay), who=RUNTIME
                 )
+                if await self.points.race(self.sleep(delay / 1000)) is Interrupted.CANCELLED:
+                    return self.points.cancelled("during a back-off")
+                if (stop := self.points.at("before call")) is not None:
+                    return stop
+                continue
             took_us = reply.took_us if reply.took_us is not None else (time.perf_counter_ns() - start) // 1000
             return self._returned(request, reply, sent_ms, took_us), reply
 
     def _reply_problem(self, reply: Reply) -> str | None:
-        """Why a reply cannot continue the conversation (malformed block, reused tool call id),
-        checked before it is written so the ledger never holds a line its fold refuses."""
+        """Why a reply cannot continue the conversation (malformed block, a tool call with an
+        empty id or name, a reused tool call id), checked before it is written or run so the
+        ledger never holds a line its fold or a provider refuses."""
         seen: set[str] = set()
         for i, raw in enumerate(reply.blocks):
             try:
@@ -445,6 +468,8 @@ class RunLoop:
             if b["kind"] == "tool_result":
                 return f"content[{i}] is a tool_result block"
             if b["kind"] == "tool_use":
+                if not b["id"].strip() or not b["name"].strip():
+                    return f"content[{i}] is a tool call with an empty {'id' if not b['id'].strip() else 'name'}"
                 if b["id"] in seen or b["id"] in self._tool_ids:
                     return f"content[{i}] reuses tool call id {b['id']!r}"
                 seen.add(b["id"])
