@@ -25,6 +25,7 @@ from runfold.core.payloads import ToolCalled, ToolResult
 from runfold.core.records import Record
 from runfold.tools.context import ToolContext
 from runfold.tools.registry import Tool, ToolRegistry
+from runfold.tools.results import valid_text
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,13 @@ class ToolOutcome:
         return self.error is None
 
     def to_payload(self) -> ToolResult:
-        """The `tool_result` payload for this outcome."""
+        """The `tool_result` payload for this outcome; text that is not valid Unicode (a lone
+        surrogate) is replaced and the replacement counted (`results.valid_text`)."""
         data: dict[str, Json] = {"tool_use_id": self.id, "name": self.name, "took_us": self.took_us}
-        data["result" if self.error is None else "error"] = self.result if self.error is None else self.error
+        if self.error is None:
+            data["result"] = valid_text(self.result) if self.result is not None else None
+        else:
+            data["error"] = valid_text(self.error)
         return ToolResult.from_data(data)
 
 
