@@ -258,18 +258,16 @@ class RunLoop:
         return self.outcome
 
     def _inherit(self, plan: ForkPlan) -> None:
-        """Start as a fork (DESIGN.md §7): fold the mother's lineage through the cut once, then
-        write the plan's `run_started` (opening `inherited`) and `run_forked`. Inherited tool
+        """Start as a fork (DESIGN.md §7): take over the plan's fold of the mother's lineage
+        through the cut (folded once, by `plan_fork`), then write the plan's `run_started` (opening `inherited`) and `run_forked`. Inherited tool
         calls keep their per-run positions (duplicate-call cache) and their ids stay taken."""
         lin = plan.inherited.lineage
-        for index, step in enumerate(lin.steps):
-            for rec in step.lines:
-                self.folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+        self.folder = RunFolder.continuing(plan.inherited)  # the plan folded the lineage once
         records = list(lin.records())
         self.offloads.inherit(records)  # E_STORAGE_FATAL before a line when a result's object is gone
         self._position = self.cache.remember_records(records)
         self.outcome.inherited_lines = self.folder.feeds
-        for msg in plan.inherited.messages:
+        for msg in plan.inherited.conversation.messages_view():
             self._tool_ids.update(b["id"] for b in msg["content"] if b["kind"] == "tool_use")
         started, forked = plan.drafts
         assert isinstance(started.data, Payload) and isinstance(forked.data, Payload)

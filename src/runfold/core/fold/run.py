@@ -121,6 +121,13 @@ class _Wave:
     results: dict[str, tuple[ToolResultBlock, BlockSource]] = field(default_factory=dict)
     offloads: dict[str, ResultOffloaded] = field(default_factory=dict)
     """`result_offloaded` lines waiting for the result they name (written before it)."""
+    asked: set[str] = field(default_factory=set)
+    """`use_ids` as a set (membership in O(1): a wave may hold thousands of calls)."""
+    extra: int = 0
+    """Calls recorded by `tool_called` that the reply lacks (the foreign `{}` replies)."""
+
+    def __post_init__(self) -> None:
+        self.asked = set(self.use_ids)
 
     def needed(self) -> int:
         return max(self.calls, len(self.use_ids))
@@ -128,7 +135,7 @@ class _Wave:
     def unanswered(self) -> list[tuple[ToolUseBlock, bool]]:
         """The calls without a result, in call order, each with whether a `tool_called` line
         recorded it."""
-        asked = set(self.use_ids)
+        asked = self.asked
         out = [
             (b, b["id"] in self.called)
             for b in self.reply
@@ -138,8 +145,9 @@ class _Wave:
         return out
 
     def complete(self) -> bool:
-        ids = set(self.use_ids) | set(self.called)
-        return len(self.results) >= self.needed() and ids <= set(self.results)
+        """Every call the reply asked for and every recorded call has a result (results only
+        ever answer those calls, so counting them is enough: O(1) per result)."""
+        return len(self.results) >= self.needed() and len(self.results) == len(self.asked) + self.extra
 
 
 @dataclass
@@ -197,7 +205,7 @@ class _Folder:
     def _count_landed(self, seq: int) -> None:
         if not self.track or self.st.conversation is None:
             return
-        total = sum(len(s) for s in self.st.conversation.sources)
+        total = self.st.conversation.block_count
         if total > self.blocks:
             self.st.landed.extend([seq] * (total - self.blocks))
             self.blocks = total
@@ -403,14 +411,14 @@ class _Folder:
         call = typed(rec, ToolCalled)
         if call.id in wave.called:
             corrupt(rec, "data.id", f"tool call {call.id!r} was already called in this wave")
-        if call.id not in wave.use_ids:
-            extra = sum(1 for c in wave.called if c not in wave.use_ids)
-            if extra >= wave.calls - len(wave.use_ids):
+        if call.id not in wave.asked:
+            if wave.extra >= wave.calls - len(wave.use_ids):
                 corrupt(
                     rec,
                     "data.id",
                     f"call {call.id!r} is not one of the {wave.calls} calls the reply at seq {wave.reply_seq} asked for",
                 )
+            wave.extra += 1
         wave.called[call.id] = (tool_use_block_of(call), BlockSource(rec.seq, "model_reply"))
 
     def _tool_result(self, rec: Record) -> None:
@@ -419,7 +427,7 @@ class _Folder:
         assert wave is not None
         result = typed(rec, ToolResult)
         call_id = result.tool_use_id
-        if call_id not in wave.use_ids and call_id not in wave.called:
+        if call_id not in wave.asked and call_id not in wave.called:
             corrupt(
                 rec,
                 "data.tool_use_id",
@@ -438,8 +446,8 @@ class _Folder:
     def _commit(self, rec: Record, wave: _Wave) -> None:
         st = self.st
         conv = self.conv(rec)
-        extra = [(b, s) for cid, (b, s) in wave.called.items() if cid not in wave.use_ids]
-        order = wave.use_ids + [cid for cid in wave.called if cid not in wave.use_ids]
+        extra = [(b, s) for cid, (b, s) in wave.called.items() if cid not in wave.asked]
+        order = wave.use_ids + [cid for cid in wave.called if cid not in wave.asked]
         results = [wave.results[cid] for cid in order if cid in wave.results]
         try:
             conv.add_reply(wave.reply, BlockSource(wave.reply_seq, "model_reply"))
@@ -461,7 +469,7 @@ class _Folder:
         off = typed(rec, ResultOffloaded)
         call_id = off.tool_use_id
         if self.st.phase is not Phase.WAVE or wave is None or (
-            call_id not in wave.results and call_id not in wave.called and call_id not in wave.use_ids
+            call_id not in wave.results and call_id not in wave.called and call_id not in wave.asked
         ):
             corrupt(
                 rec,
@@ -517,6 +525,26 @@ class RunFolder:
     def __init__(self) -> None:
         self._folder = _Folder(track_landing=False, keep_notes=False)
         self.feeds = 0
+
+    @classmethod
+    def continuing(cls, fold: RunFold) -> RunFolder:
+        """A folder that has been fed `fold.lineage` (what a fork or successor planned with
+        `fork.plan_fork` inherits), without folding it again: the plan's fold state is taken
+        over (its `feeds` count the lineage's lines), once: a second call, or a `fold` that does
+        not carry its state, folds the lineage afresh."""
+        folder = cls()
+        if fold.folded is None:
+            for index, step in enumerate(fold.lineage.steps):
+                for rec in step.lines:
+                    folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+            return folder
+        state = fold.folded
+        object.__setattr__(fold, "folded", None)  # taken over: a second use folds afresh
+        state.keep_notes = False
+        state.notes = {}
+        folder._folder = state
+        folder.feeds = sum(len(step.lines) for step in fold.lineage.steps)
+        return folder
 
     def feed(self, record: Record, *, inherits: bool = False) -> None:
         """Fold one line (see the class docstring)."""
@@ -582,6 +610,8 @@ class RunFold:
     prefix_seq: int | None
     safe_points: tuple[int, ...]
     landed: tuple[int, ...] | None = None
+    folded: _Folder | None = field(default=None, repr=False, compare=False)
+    """The fold's own state after the cut, for `RunFolder.continuing` (not part of the view)."""
 
     @property
     def messages(self) -> list[Message]:
@@ -600,6 +630,7 @@ class RunFold:
 class _Scan:
     notes: dict[int, _LineNote]
     state: FoldState
+    folder: _Folder
 
     def is_safe(self, seq: int) -> bool:
         note = self.notes.get(seq)
@@ -614,7 +645,7 @@ def _scan(lin: Lineage, track_landing: bool = False) -> _Scan:
     for index, step in enumerate(lin.steps):
         for rec in step.lines:
             folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
-    return _Scan(folder.notes, folder.st)
+    return _Scan(folder.notes, folder.st, folder)
 
 
 def not_in_lineage(lin: Lineage, seq: int, tail: int | None = None) -> RunfoldError:
@@ -688,6 +719,7 @@ def fold_run(
         prefix_seq=st.prefix_seq,
         safe_points=tuple(safe),
         landed=tuple(st.landed) if track_landing else None,
+        folded=None if track_landing else scan.folder,
     )
 
 
