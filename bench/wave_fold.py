@@ -12,6 +12,7 @@ N results, and a final answer, written by the real run loop. Then `runfold conve
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -134,7 +135,7 @@ def main() -> None:
                 f"{r['conversation_rss_mb']:7.1f} MB | continue {r['continue_s']:6.2f} s, {r['continue_rss_mb']:7.1f} MB",
                 flush=True,
             )
-    for a, b in zip(rows, rows[1:], strict=False):
+    for a, b in itertools.pairwise(rows):
         k = b["calls"] / a["calls"]
         print(
             f"x{k:g} calls ({a['calls']} -> {b['calls']}): conversation time x{b['conversation_s'] / a['conversation_s']:.1f}, "
