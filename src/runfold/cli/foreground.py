@@ -128,23 +128,26 @@ def _next_commands(run_id: str, fork_at: int | None, completion: str = "done", w
 
 
 def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, events: bool = False) -> None:
-    """Drive the run `spec` (as typed: the runtime fills in the defaults) with the live view,
-    Ctrl-C handling and the summary (`run`, `continue`); exits with the completion's code.
+    """Drive the run `spec` (as typed: the runtime fills in the defaults) with the live view
+    (fed each line of the run once it is durable), Ctrl-C, SIGTERM and SIGHUP handling and the
+    summary (`run`, `continue`); exits with the completion's code.
     `events`: print each durable line of the run as JSON Lines on stdout (`--events`), the live
     view and summary on stderr."""
     record = Path(spec.record) if spec.record is not None else None
     console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
     last_safe: list[int] = []
+    printer = _EventPrinter() if events else None
 
-    def on_event(rec: Record) -> None:
+    def on_durable(rec: Record) -> None:
+        # the view shows a line once it is durable (fsynced), never a line that may be lost
         if rec.env.kind in ("model_returned", "tool_result"):
             last_safe.append(rec.seq)
         view.on_event(rec)
+        if printer is not None:
+            printer(rec)
 
-    hooks: dict[str, Any] = {"on_event": on_event, "on_delta": view.on_delta}
-    if events:
-        hooks["on_durable"] = _EventPrinter()
+    hooks: dict[str, Any] = {"on_durable": on_durable, "on_delta": view.on_delta}
     with _late_interrupts_ignored():
         try:
             with view:
