@@ -36,9 +36,10 @@ from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.fold.decisions import SAFE_PHASES, Phase
 from runfold.core.fold.lineage_steps import Lineage, LineageStep, corrupt, fork_point, through, typed
 from runfold.core.fold.resume import closed_by_resume
+from runfold.core.fold.wave import OpenWave
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import Kind
-from runfold.core.messages import Block, Message, ToolResultBlock, ToolUseBlock, reply_blocks
+from runfold.core.messages import Message, ToolUseBlock, reply_blocks
 from runfold.core.offload import offloaded_content
 from runfold.core.payloads import (
     ContextChanged,
@@ -112,52 +113,13 @@ def lineage_runs(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> list
 
 
 @dataclass
-class _Wave:
-    reply_seq: int
-    reply: list[Block]
-    calls: int
-    use_ids: list[str]
-    called: dict[str, tuple[ToolUseBlock, BlockSource]] = field(default_factory=dict)
-    results: dict[str, tuple[ToolResultBlock, BlockSource]] = field(default_factory=dict)
-    offloads: dict[str, ResultOffloaded] = field(default_factory=dict)
-    """`result_offloaded` lines waiting for the result they name (written before it)."""
-    asked: set[str] = field(default_factory=set)
-    """`use_ids` as a set (membership in O(1): a wave may hold thousands of calls)."""
-    extra: int = 0
-    """Calls recorded by `tool_called` that the reply lacks (the foreign `{}` replies)."""
-
-    def __post_init__(self) -> None:
-        self.asked = set(self.use_ids)
-
-    def needed(self) -> int:
-        return max(self.calls, len(self.use_ids))
-
-    def unanswered(self) -> list[tuple[ToolUseBlock, bool]]:
-        """The calls without a result, in call order, each with whether a `tool_called` line
-        recorded it."""
-        asked = self.asked
-        out = [
-            (b, b["id"] in self.called)
-            for b in self.reply
-            if b["kind"] == "tool_use" and b["id"] not in self.results
-        ]
-        out += [(b, True) for cid, (b, _) in self.called.items() if cid not in asked and cid not in self.results]
-        return out
-
-    def complete(self) -> bool:
-        """Every call the reply asked for and every recorded call has a result (results only
-        ever answer those calls, so counting them is enough: O(1) per result)."""
-        return len(self.results) >= self.needed() and len(self.results) == len(self.asked) + self.extra
-
-
-@dataclass
 class FoldState:
     """The running state of the fold (exposed for the runtime and tests; treat as read-only)."""
 
     conversation: Conversation | None = None
     phase: Phase = Phase.IDLE
     sent_this_turn: bool = False
-    wave: _Wave | None = None
+    wave: OpenWave | None = None
     prefix: PromptAssembled | None = None
     prefix_seq: int | None = None
     compaction_call: bool = False
@@ -402,7 +364,7 @@ class _Folder:
             conv.flush_held()
             st.phase = Phase.IDLE
             return
-        st.wave = _Wave(rec.seq, blocks, returned.calls, use_ids)
+        st.wave = OpenWave(rec.seq, blocks, returned.calls, use_ids)
         st.phase = Phase.WAVE
 
     def _tool_called(self, rec: Record) -> None:
@@ -443,7 +405,7 @@ class _Folder:
         if wave.complete():
             self._commit(rec, wave)
 
-    def _commit(self, rec: Record, wave: _Wave) -> None:
+    def _commit(self, rec: Record, wave: OpenWave) -> None:
         st = self.st
         conv = self.conv(rec)
         extra = [(b, s) for cid, (b, s) in wave.called.items() if cid not in wave.asked]
