@@ -27,7 +27,7 @@ from pydantic import Field
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.offload import PAGING_TOOL
 from runfold.tools.context import ToolContext
-from runfold.tools.exec_guard import release_group, watch_group
+from runfold.tools.exec_guard import guard_preexec, release_group
 from runfold.tools.paging import read_result
 from runfold.tools.registry import Tool, ToolRegistry
 from runfold.tools.results import ToolError
@@ -530,6 +530,7 @@ async def exec_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=guard_preexec(),  # the group is known to the guard before the command runs
         )
     )
     try:
@@ -542,7 +543,6 @@ async def exec_command(
             _kill_group(started_proc.pid)
             await asyncio.wait_for(started_proc.wait(), 2)
         raise
-    watch_group(proc.pid)  # killed by the guard if this process dies before the call ends
     readers = [asyncio.create_task(out.drain(proc.stdout)), asyncio.create_task(err.drain(proc.stderr))]
     timed_out = False
     try:

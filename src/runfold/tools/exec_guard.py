@@ -9,9 +9,11 @@ is gone, however it died — the guard kills every group still live, then exits.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO
 
 GUARD_SCRIPT = """
@@ -72,8 +74,18 @@ class _Guard:
                 self._failed = True
                 self._pipe = None
 
-    def watch(self, pgid: int) -> None:
-        self._send(f"+{pgid}\n")
+    def preexec(self) -> Callable[[], None] | None:
+        with self._lock:
+            pipe = self._open()
+            if pipe is None:
+                return None
+            fd = pipe.fileno()
+
+        def register() -> None:  # in the child, after setsid, before exec: no window is left
+            with contextlib.suppress(OSError):
+                os.write(fd, f"+{os.getpid()}\n".encode())
+
+        return register
 
     def release(self, pgid: int) -> None:
         if self._pipe is not None:
@@ -83,13 +95,18 @@ class _Guard:
 _GUARD = _Guard()
 
 
-def watch_group(pgid: int) -> None:
-    """Have the guard kill process group `pgid` if this process dies before `release_group`."""
-    if sys.platform != "win32":
-        _GUARD.watch(pgid)
+def guard_preexec() -> Callable[[], None] | None:
+    """A `preexec_fn` for a command started in a session of its own: the child tells the guard
+    its group itself, before it execs, so a kill of this process at any moment after the fork
+    still ends the group (the child holds the guard's pipe open until it execs). None when no
+    guard could be started (or on Windows)."""
+    if sys.platform == "win32":
+        return None
+    return _GUARD.preexec()
 
 
 def release_group(pgid: int) -> None:
-    """The group `pgid` was killed and reaped by this process: the guard forgets it."""
+    """The group `pgid` (registered by `guard_preexec`) was killed and reaped by this process:
+    the guard forgets it."""
     with contextlib.suppress(Exception):
         _GUARD.release(pgid)
