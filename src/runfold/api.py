@@ -288,7 +288,8 @@ class Workspace(WorkspaceRuns):
         ledger = self._ledger()
         source: Iterable[Record]
         if run is not None:
-            source = ledger.run_records(self.resolve_run(run))
+            first = limit if kinds is None and since is None else None  # read only what is kept
+            source = ledger.run_records(self.resolve_run(run), first)
         elif since is not None and since >= ledger.next_seq:
             source = ()  # past the tail: nothing yet (a filter, not an address)
         else:

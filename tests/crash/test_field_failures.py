@@ -126,8 +126,9 @@ def _cancelled_mid_wave(root: Path) -> tuple[Workspace, str]:
     results = _results(ws, run)
     assert results["w1"].get("result") is not None  # answered before the cancel: kept
     assert results["w2"]["error"]["code"] == "E_TOOL_OUTCOME_UNKNOWN"  # cancelled mid-execution
-    assert "w3" not in results and not (root / "out.txt").exists()  # never started: no line at all
-    assert [r.env.data["id"] for r in ws.records(run=run, kind="tool_called")] == ["w1", "w2"]
+    assert "not started: the run was cancelled before it ran" in results["w3"]["error"]["action"]
+    assert not (root / "out.txt").exists()  # never started: answered, the wave is complete
+    assert [r.env.data["id"] for r in ws.records(run=run, kind="tool_called")] == ["w1", "w2", "w3"]
     _sound(ws)
     return ws, run
 

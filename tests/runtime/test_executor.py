@@ -330,7 +330,7 @@ def test_cancel_during_the_model_call_freezes_cancelled_with_a_valid_history(ws:
     check_finished(ws, out)
 
 
-def test_cancel_during_a_wave_writes_no_line_for_calls_that_never_started(ws: Workspace) -> None:
+def test_cancel_during_a_wave_answers_calls_that_never_started_as_not_started(ws: Workspace) -> None:
     started = asyncio.Event()
 
     async def slow(seconds: int) -> dict[str, Any]:
@@ -365,9 +365,10 @@ def test_cancel_during_a_wave_writes_no_line_for_calls_that_never_started(ws: Wo
     assert out.completion == "cancelled"
     lines = run_lines(ws, out.run_id)
     called = [r.typed(ToolCalled).id for r in lines if r.kind_name == "tool_called"]
-    assert called == ["s1"]  # the write never started: no tool_called
-    (res,) = [r.typed(ToolResult) for r in lines if r.kind_name == "tool_result"]
+    assert called == ["s1", "w1"]  # the wave is completed: every call is recorded and answered
+    res, never = [r.typed(ToolResult) for r in lines if r.kind_name == "tool_result"]
     assert res.error is not None and res.error["code"] == "E_TOOL_OUTCOME_UNKNOWN"
+    assert never.error is not None and "not started: the run was cancelled before it ran" in str(never.error["action"])
     assert not (ws.root / "late.txt").exists()
     assert [r.kind_name for r in lines[-3:]] == ["cancel_received", "handoff_written", "run_frozen"]
     check_finished(ws, out)
@@ -547,7 +548,7 @@ def test_cancelling_the_driving_task_mid_wave_keeps_the_lines_of_calls_that_ran(
         "handoff_written",
         "run_frozen",
     ]
-    assert [r.typed(ToolCalled).id for r in run_lines(ws, run) if r.kind_name == "tool_called"] == ["s1"]
+    assert [r.typed(ToolCalled).id for r in run_lines(ws, run) if r.kind_name == "tool_called"] == ["s1", "w1"]
     assert ws.replay(run).ok and ws.verify().lines > 0
 
 

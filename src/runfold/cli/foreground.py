@@ -1,5 +1,5 @@
-"""Driving a run in the foreground of a terminal (`runfold run`, `continue`): the event loop, Ctrl-C
-and SIGINT handling, the live view, `--events` and the closing summary with its exit code.
+"""Driving a run in the foreground of a terminal (`runfold run`, `continue`): the event loop, Ctrl-C,
+SIGTERM and SIGHUP handling, the live view, `--events` and the closing summary with its exit code.
 
 It is the only CLI module that needs asyncio and signals, so commands that do not run an agent
 (`--help`, `verify`, `log`) never load them: `run` and `continue` import it when they start.
@@ -48,9 +48,15 @@ COMPLETION_EXIT: dict[str, int] = {
 }
 """`RunOutcome.completion` → the exit code of `runfold run`."""
 
+STOP_SIGNALS: tuple[tuple[str, str], ...] = (("SIGINT", "Ctrl-C"), ("SIGTERM", "SIGTERM"), ("SIGHUP", "SIGHUP"))
+"""The signals a foreground run handles as a cancel, with the name its notes give each: Ctrl-C
+(SIGINT), a `kill` or a service manager's stop (SIGTERM), a closed terminal (SIGHUP)."""
+
+
 class _Interrupts:
-    """Ctrl-C during a run (see RUN_EPILOG): 1st sets the cancel event, 2nd says it is waiting,
-    3rd cancels the task driving the run (the executor then freezes it as cancelled)."""
+    """Ctrl-C (or SIGTERM, SIGHUP) during a run (see RUN_EPILOG): 1st sets the cancel event, 2nd
+    says it is waiting, 3rd cancels the task driving the run (the executor then freezes it as
+    cancelled). Either way the run is frozen with `cancel_received` and its tools are stopped."""
 
     def __init__(self, cancel: asyncio.Event, view: LiveView) -> None:
         self.cancel = cancel
@@ -58,19 +64,19 @@ class _Interrupts:
         self.presses = 0
         self.task: asyncio.Task[Any] | None = None
 
-    def __call__(self) -> None:
+    def __call__(self, name: str = "Ctrl-C") -> None:
         self.presses += 1
         if self.presses == 1:
             self.cancel.set()
             self.view.note(
-                "Ctrl-C: cancelling: stopping what is in flight, then freezing the run as cancelled"
+                f"{name}: cancelling: stopping what is in flight, then freezing the run as cancelled"
             )
         elif self.presses == 2:
             self.view.note(
                 "still stopping what is in flight; press Ctrl-C once more to cancel the run's task at once"
             )
         elif self.task is not None and not self.task.done():
-            self.view.note("Ctrl-C: stopping what is in flight and freezing the run as cancelled")
+            self.view.note(f"{name}: stopping what is in flight and freezing the run as cancelled")
             self.task.cancel()
 
 
@@ -80,10 +86,14 @@ async def _drive(ws: Workspace, spec: RunSpec, view: LiveView, hooks: dict[str, 
     cancel = asyncio.Event()
     interrupts = _Interrupts(cancel, view)
     loop = asyncio.get_running_loop()
-    installed = False
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, interrupts)
-        installed = True
+    installed: list[signal.Signals] = []
+    for sig_name, shown in STOP_SIGNALS:
+        sig = getattr(signal, sig_name, None)
+        if sig is None:
+            continue
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, interrupts, shown)
+            installed.append(sig)
     try:
         runner = asyncio.ensure_future(ws.arun_spec(spec, RunHooks(cancel=cancel, **hooks)))
         interrupts.task = runner
@@ -95,8 +105,9 @@ async def _drive(ws: Workspace, spec: RunSpec, view: LiveView, hooks: dict[str, 
                 await runner
             raise
     finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
         if installed:
-            loop.remove_signal_handler(signal.SIGINT)
             _ignore_sigint()  # the run is frozen: a late Ctrl-C must not interrupt the summary
 
 
@@ -118,23 +129,26 @@ def _next_commands(run_id: str, fork_at: int | None, completion: str = "done", w
 
 
 def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, events: bool = False) -> None:
-    """Drive the run `spec` (as typed: the runtime fills in the defaults) with the live view,
-    Ctrl-C handling and the summary (`run`, `continue`); exits with the completion's code.
+    """Drive the run `spec` (as typed: the runtime fills in the defaults) with the live view
+    (fed each line of the run once it is durable), Ctrl-C, SIGTERM and SIGHUP handling and the
+    summary (`run`, `continue`); exits with the completion's code.
     `events`: print each durable line of the run as JSON Lines on stdout (`--events`), the live
     view and summary on stderr."""
     record = Path(spec.record) if spec.record is not None else None
     console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
     last_safe: list[int] = []
+    printer = _EventPrinter() if events else None
 
-    def on_event(rec: Record) -> None:
+    def on_durable(rec: Record) -> None:
+        # the view shows a line once it is durable (fsynced), never a line that may be lost
         if rec.env.kind in ("model_returned", "tool_result"):
             last_safe.append(rec.seq)
         view.on_event(rec)
+        if printer is not None:
+            printer(rec)
 
-    hooks: dict[str, Any] = {"on_event": on_event, "on_delta": view.on_delta}
-    if events:
-        hooks["on_durable"] = _EventPrinter()
+    hooks: dict[str, Any] = {"on_durable": on_durable, "on_delta": view.on_delta}
     with _late_interrupts_ignored():
         try:
             with view:
@@ -170,24 +184,32 @@ class _EventPrinter:
 
 @contextlib.contextmanager
 def _late_interrupts_ignored() -> Iterator[None]:
-    """Once the run is frozen, a late Ctrl-C (pressed while it was freezing) must not turn the
-    summary into a KeyboardInterrupt: from the end of the run SIGINT is ignored (see
-    `OWN_PROCESS` for when the previous handler comes back)."""
-    try:
-        previous = signal.getsignal(signal.SIGINT)
-    except ValueError:
-        previous = None
+    """Once the run is frozen, a late Ctrl-C, SIGTERM or SIGHUP (sent while it was freezing) must
+    not turn the summary into a KeyboardInterrupt or a kill: from the end of the run they are
+    ignored (see `OWN_PROCESS` for when the previous handlers come back)."""
+    previous: list[tuple[signal.Signals, Any]] = []
+    for sig_name, _shown in STOP_SIGNALS:
+        sig = getattr(signal, sig_name, None)
+        if sig is None:
+            continue
+        with contextlib.suppress(ValueError):
+            previous.append((sig, signal.getsignal(sig)))
     try:
         yield
     finally:
-        if previous is not None and not common.OWN_PROCESS:
-            with contextlib.suppress(ValueError):
-                signal.signal(signal.SIGINT, previous)
+        if not common.OWN_PROCESS:
+            for sig, handler in previous:
+                if handler is not None:
+                    with contextlib.suppress(ValueError):
+                        signal.signal(sig, handler)
 
 
 def _ignore_sigint() -> None:
-    with contextlib.suppress(ValueError):  # not the main thread: nothing to guard
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig_name, _shown in STOP_SIGNALS:
+        sig = getattr(signal, sig_name, None)
+        if sig is not None:
+            with contextlib.suppress(ValueError):  # not the main thread: nothing to guard
+                signal.signal(sig, signal.SIG_IGN)
 
 
 def _finish(

@@ -134,6 +134,11 @@ class Conversation:
         return [list(s) for s in self._sources]
 
     @property
+    def block_count(self) -> int:
+        """How many blocks the messages hold (from the counts kept at every change; no copy)."""
+        return sum(self._counts)
+
+    @property
     def sent_count(self) -> int:
         """How many leading messages are sent (never edited again). When it equals
         `len(messages)` and the last message is a user message, new user text is held."""
@@ -277,9 +282,6 @@ class Conversation:
 
     # ---- assistant replies and tool results --------------------------------------------
 
-    def _all_tool_use_ids(self) -> set[str]:
-        return set(self._ids)  # a copy: callers add to it
-
     def add_reply(self, blocks: Sequence[Block], source: BlockSource) -> bool:
         """Add an assistant reply (the content of `model_returned.message`).
 
@@ -299,14 +301,15 @@ class Conversation:
                 "add a reply only after a request was assembled from a sendable conversation",
             )
         content: list[Block] = []
-        seen = self._all_tool_use_ids()
+        known = self._ids  # read here, updated at the commit below (never copied: O(reply))
+        seen: set[str] = set()
         for i, raw in enumerate(blocks):
             block = check_block(raw, f"{where} message.content[{i}]").copy()
             if is_blank_text(block):
                 continue
             if block["kind"] == "tool_use":
                 call_id = block["id"]
-                if call_id in seen:
+                if call_id in seen or call_id in known:
                     raise invalid_args(
                         f"add reply with duplicate tool call id {call_id!r}",
                         f"{where} message.content[{i}]",
@@ -368,7 +371,8 @@ class Conversation:
         results: dict[str, tuple[ToolResultBlock, BlockSource]] = {}
         last_is_reply = bool(self._messages) and self._messages[-1]["role"] == "assistant"
         wave = list(self._open_calls)
-        known = self._all_tool_use_ids()
+        in_wave = set(wave)
+        known = self._ids  # not changed before the commit below
         extra_calls: list[Block] = []
         extra_sources: list[BlockSource] = []
         for what, raws, srcs in (("result", blocks, sources), ("call", calls, call_sources)):
@@ -383,7 +387,7 @@ class Conversation:
                         )
                     results[block["tool_use_id"]] = (block, src)
                 elif what == "call" and block["kind"] == "tool_use":
-                    if block["id"] in wave:
+                    if block["id"] in in_wave:
                         continue
                     if block["id"] in known:
                         raise invalid_args(
@@ -394,6 +398,7 @@ class Conversation:
                     extra_calls.append(block)
                     extra_sources.append(src)
                     wave.append(block["id"])
+                    in_wave.add(block["id"])
                 else:
                     raise invalid_args(
                         f"add {block['kind']} block as a tool {what}", f"seq {src.seq}", _WAVE_RECOVERY[what]
@@ -405,7 +410,7 @@ class Conversation:
                 "give the wave's calls (tool_called lines) so each result follows its tool_use",
             )
         missing = [c for c in wave if c not in results]
-        unknown = [c for c in results if c not in wave]
+        unknown = [c for c in results if c not in in_wave]
         if missing or unknown:
             parts = []
             if missing:

@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from runfold.core.canonical import content_hash
-from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal
+from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invalid_args
 from runfold.core.fold import ForkPlan, RunFolder
+from runfold.core.fold.resume import CANCELLED_BEFORE_IT_RAN, not_started_error
 from runfold.core.messages import Block, ToolUseBlock, check_block
 from runfold.core.offload import page_bytes
 from runfold.core.payloads import (
@@ -66,6 +67,10 @@ __all__ = ["FAILED", "RetryPolicy", "RunChannels", "RunInputs", "RunLoop", "RunO
 
 LIMIT_STOPS: Final = frozenset({"max_tokens", "length", "max_output_tokens", "incomplete"})
 """Stop reasons meaning the reply hit its output ceiling (Anthropic, OpenAI Chat, Responses)."""
+
+MALFORMED_REPLY: Final = "malformed_reply"
+"""`watchdog_fired.reason` when a reply was refused unrecorded (an empty or reused tool call id,
+an empty tool name, a malformed block) and the model is asked again after a back-off."""
 
 STALL_REPEATS: Final = 3
 """The same action this many times in a row gets a corrective `runtime:` steer; one more freezes
@@ -125,7 +130,11 @@ class RunLoop:
         self.on_delta = channels.on_delta
         self.cancel = channels.cancel
         self.points = SafePoints(
-            channels, options.who, lambda payload, who: self._write(payload, who=who), self.ledger.flush
+            channels,
+            options.who,
+            lambda payload, who: self._write(payload, who=who),
+            self.ledger.flush,
+            settle=lambda: self._complete_wave(CANCELLED_BEFORE_IT_RAN),
         )
         self.rand = rand
         self.sleep = sleep
@@ -228,11 +237,18 @@ class RunLoop:
         `RunfoldError` raised inside a turn freezes it as failed with that error; an outer
         cancellation of the awaiting task freezes it as cancelled, then re-raises; an unexpected
         exception (a bug) freezes it as failed with `E_INTERNAL`, then re-raises; an exception
-        raised by `on_event` stops further events and is raised once the run is frozen."""
+        raised by `on_event` stops further events and is raised once the run is frozen. A new
+        run (not a fork) whose task is blank is refused with `E_INVALID_ARGS` before any line."""
         opts = self.options
         if self.fork is not None:
             self._inherit(self.fork)
         else:
+            if not opts.task.strip():  # refused before any line: the person's words open the run
+                raise invalid_args(
+                    "start a run (the task is empty or whitespace-only)",
+                    "the task",
+                    "give the task in words; providers refuse an empty opening",
+                )
             policy: dict[str, Any] = {}
             if opts.max_turns is not None:
                 policy["max_turns"] = opts.max_turns
@@ -277,20 +293,20 @@ class RunLoop:
         return self.outcome
 
     def _inherit(self, plan: ForkPlan) -> None:
-        """Start as a fork (DESIGN.md §7): fold the mother's lineage through the cut once, then
-        write the plan's `run_started` (opening `inherited`) and `run_forked`. Inherited tool
+        """Start as a fork (DESIGN.md §7): take over the plan's fold of the mother's lineage
+        through the cut (folded once, by `plan_fork`), then write the plan's `run_started`
+        (opening `inherited`) and `run_forked`. Inherited tool
         calls keep their per-run positions (duplicate-call cache) and their ids stay taken."""
         lin = plan.inherited.lineage
-        for index, step in enumerate(lin.steps):
-            for rec in step.lines:
-                self.folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+        self.folder = RunFolder.continuing(plan.inherited)  # the plan folded the lineage once
+        self.window = self._window_manager()  # its dependencies name the folder just taken over
         records = list(lin.records())
         if self.window is not None:
             self.window.inherit(records)  # the reminders given in this compaction cycle
         self.offloads.inherit(records)  # E_STORAGE_FATAL before a line when a result's object is gone
         self._position = self.cache.remember_records(records)
         self.outcome.inherited_lines = self.folder.feeds
-        for msg in plan.inherited.messages:
+        for msg in plan.inherited.conversation.messages_view():
             self._tool_ids.update(b["id"] for b in msg["content"] if b["kind"] == "tool_use")
         started, forked = plan.drafts
         assert isinstance(started.data, Payload) and isinstance(forked.data, Payload)
@@ -455,20 +471,32 @@ class RunLoop:
                 return self.points.cancelled("while the model was answering")
             problem = self._reply_problem(reply)
             if problem is not None:
-                return Stop.failed(
-                    RunfoldError(
-                        ErrorCode.PROVIDER,
-                        f"read the model's reply ({problem})",
-                        f"provider {type(self.provider).__name__} model {request.model}",
-                        "the reply was not recorded; retry the run or report the provider's output",
+                # refused before anything of it is recorded or run; the model is asked again
+                if attempt >= policy.max_attempts:
+                    return Stop.failed(
+                        RunfoldError(
+                            ErrorCode.PROVIDER,
+                            f"read the model's reply ({problem}; {attempt} attempt(s))",
+                            f"provider {type(self.provider).__name__} model {request.model}",
+                            "the replies were not recorded; continue the run or report the provider's output",
+                        )
                     )
+                delay = policy.delay_ms(attempt, None, self.rand())
+                self._write(
+                    WatchdogFired(reason=MALFORMED_REPLY, attempt=attempt, delay_ms=delay), who=RUNTIME
                 )
+                if await self.points.race(self.sleep(delay / 1000)) is Interrupted.CANCELLED:
+                    return self.points.cancelled("during a back-off")
+                if (stop := self.points.at("before call")) is not None:
+                    return stop
+                continue
             took_us = reply.took_us if reply.took_us is not None else (time.perf_counter_ns() - start) // 1000
             return self._returned(request, reply, sent_ms, took_us), reply
 
     def _reply_problem(self, reply: Reply) -> str | None:
-        """Why a reply cannot continue the conversation (malformed block, reused tool call id),
-        checked before it is written so the ledger never holds a line its fold refuses."""
+        """Why a reply cannot continue the conversation (malformed block, a tool call with an
+        empty id or name, a reused tool call id), checked before it is written or run so the
+        ledger never holds a line its fold or a provider refuses."""
         seen: set[str] = set()
         for i, raw in enumerate(reply.blocks):
             try:
@@ -478,6 +506,8 @@ class RunLoop:
             if b["kind"] == "tool_result":
                 return f"content[{i}] is a tool_result block"
             if b["kind"] == "tool_use":
+                if not b["id"].strip() or not b["name"].strip():
+                    return f"content[{i}] is a tool call with an empty {'id' if not b['id'].strip() else 'name'}"
                 if b["id"] in seen or b["id"] in self._tool_ids:
                     return f"content[{i}] reuses tool call id {b['id']!r}"
                 seen.add(b["id"])
@@ -543,9 +573,10 @@ class RunLoop:
     # ---- the wave ---------------------------------------------------------------------------------
 
     async def _wave(self, calls: Sequence[ToolUseBlock]) -> Stop | None:
-        """Step 6: execute one wave of tool calls and write their lines in call order (calls a
-        cancel left unstarted get none); the run's stop when it was cancelled, else None. An
-        outer cancellation is re-raised once the lines of the calls that ran are written."""
+        """Step 6: execute one wave of tool calls and write their lines in call order (a call a
+        cancel left unstarted is answered as not started); the run's stop when it was
+        cancelled, else None. An outer cancellation is re-raised once every call's lines are
+        written."""
         reqs = [ToolCallRequest(c["id"], c["name"], c["input"]) for c in calls]
         index = {r.id: i for i, r in enumerate(reqs)}
         state = {"next": 0}  # first call whose lines are not all written
@@ -565,9 +596,10 @@ class RunLoop:
             if offloaded is not None:
                 self.offloads.remember(self._write(offloaded))
             self._write(result)
-            self.cache.remember(
-                self._position + i, reqs[i].name, reqs[i].args_json, outcome.result, outcome.error
-            )
+            if not isinstance(outcome, NotStarted):  # it never ran: nothing to answer again
+                self.cache.remember(
+                    self._position + i, reqs[i].name, reqs[i].args_json, outcome.result, outcome.error
+                )
 
         async def before_write(call: ToolCallRequest, earlier: Sequence[ToolOutcome]) -> None:
             i = index[call.id]
@@ -626,9 +658,10 @@ class RunLoop:
                 outcomes, cancelled = await task
             except asyncio.CancelledError:
                 outcomes, cancelled = [], True
-        for j in range(state["next"], len(reqs)):
-            if j >= len(outcomes) or isinstance(outcomes[j], NotStarted):
-                break  # calls that never started get no line
+        # every call is answered: the finished ones with their result, the ones in flight with
+        # E_TOOL_OUTCOME_UNKNOWN, the ones that never began as not started (the wave is
+        # completed, never dropped); calls without an outcome are answered at the freeze
+        for j in range(state["next"], min(len(reqs), len(outcomes))):
             write_pair(j, outcomes[j])
         self._position += len(reqs)
         if outer is not None:
@@ -639,7 +672,30 @@ class RunLoop:
 
     # ---- freeze ------------------------------------------------------------------------------------
 
+    def _complete_wave(self, why: str) -> None:
+        """A run stopping with a wave open completes it (DESIGN.md §5, §7): a call with no line
+        gets `tool_called` and a not-started result saying `why`, a recorded call without a
+        result (it may have acted) `E_TOOL_OUTCOME_UNKNOWN`; a successor then inherits every
+        call and its fate. Nothing is written outside a wave."""
+        for block, recorded in self.folder.unanswered():
+            call = ToolCallRequest(block["id"], block["name"], block["input"])
+            if recorded:
+                err = RunfoldError(
+                    ErrorCode.TOOL_OUTCOME_UNKNOWN,
+                    f"finish tool call `{call.name}` (the run stopped while it was in flight)",
+                    f"call {call.id}",
+                    "the tool may or may not have acted; check before retrying",
+                    retry=Retry.UNKNOWN,
+                )
+            else:
+                self._write(tool_called_payload(call, self.registry))
+                err = not_started_error(call.id, call.name, why)
+            self._write(ToolOutcome(call.id, call.name, None, err.to_data(), 0).to_payload())
+
     def _freeze(self, stop: Stop) -> None:
+        self._complete_wave(
+            CANCELLED_BEFORE_IT_RAN if stop.completion == "cancelled" else f"the run stopped before it ran: {stop.reason[:300]}"
+        )
         out = self.outcome
         completion = stop.completion
         ledger_completion = "cancelled" if completion == FAILED else completion

@@ -33,10 +33,19 @@ class Interrupted(enum.Enum):
 class SafePoints:
     """One run's safe points. `channels`: its cancel event, steer queue and control link;
     `person`: the author of the person's lines; `write` stages a line of the run; `flush` makes
-    the ledger durable (`SafePoints.flush` then acks the signals recorded)."""
+    the ledger durable (`SafePoints.flush` then acks the signals recorded); `settle` is called
+    just before a `cancel_received` is written (the run loop completes an open wave there)."""
 
-    def __init__(self, channels: RunChannels, person: str, write: Write, flush: Callable[[], object]) -> None:
+    def __init__(
+        self,
+        channels: RunChannels,
+        person: str,
+        write: Write,
+        flush: Callable[[], object],
+        settle: Callable[[], object] | None = None,
+    ) -> None:
         self.cancel = channels.cancel
+        self._settle = settle
         self.steers = channels.steers
         self.control = channels.control
         self._person = person
@@ -109,9 +118,11 @@ class SafePoints:
 
     def cancel_line(self) -> None:
         """The one writer of this run's `cancel_received` (source `user`): steers still waiting
-        are written first (never lost), then the line carries the control signal id of the cancel
+        are written first (never lost), then what `settle` writes, then the line carries the control signal id of the cancel
         when it came through the inbox (acked once the freeze is flushed)."""
         self.take_steers()
+        if self._settle is not None:
+            self._settle()
         signal = self.control.cancel_signal if self.control is not None else None
         if signal is not None and not self._new_signal(signal):
             signal = None

@@ -76,8 +76,8 @@ class BareLedger:
     def records(self, since: int = 0) -> Iterator[Record]:
         return iter(self._records[max(since - self.first_seq, 0) :])
 
-    def run_records(self, run: str) -> list[Record]:
-        return list(self._by_run.get(run, []))
+    def run_records(self, run: str, limit: int | None = None) -> list[Record]:
+        return list(self._by_run.get(run, [])[:limit])
 
     def record_at(self, seq: int) -> Record:
         return self._records[seq - self.first_seq]

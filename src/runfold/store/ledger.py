@@ -479,16 +479,19 @@ class Ledger:
                 self._after_stale(attempt, seq)
         raise AssertionError("unreachable")
 
-    def run_records(self, run: str) -> list[Record]:
-        """The verified lines of `run` in seq order ([] when the run has none).
+    def run_records(self, run: str, limit: int | None = None) -> list[Record]:
+        """The verified lines of `run` in seq order ([] when the run has none); with `limit`,
+        only its first `limit` lines are read.
 
-        Cost is proportional to the run's lines (index lookup plus one read per line). Raises
+        Cost is proportional to the lines returned (index lookup plus one read per line). Raises
         `LineRefused` when the ledger was changed on disk.
         """
         entries: list[Entry] = []
         for attempt in (0, 1):
             try:
                 entries = self._index.run_entries(run)
+                if limit is not None:
+                    entries = entries[:limit]
                 self._prefetch(entries)
                 out = [self._read_entry(e) for e in entries if e.seq < self._next_seq]
                 if any(r.env.run != run for r in out):  # an index renumbered under this reader

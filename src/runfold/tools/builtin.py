@@ -29,6 +29,7 @@ from pydantic import Field
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.offload import PAGING_TOOL
 from runfold.tools.context import ToolContext
+from runfold.tools.exec_guard import guard_preexec, release_group
 from runfold.tools.paging import read_result
 from runfold.tools.regions import CONTEXT_TOOLS
 from runfold.tools.registry import Tool, ToolRegistry
@@ -549,6 +550,7 @@ async def exec_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=guard_preexec(),  # the group is known to the guard before the command runs
         )
     )
     try:
@@ -578,7 +580,9 @@ async def exec_command(
             task.cancel()
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(proc.wait(), 2)
+        release_group(proc.pid)
         raise
+    release_group(proc.pid)
     took_ms = (time.monotonic_ns() - started) // 1_000_000
     result: dict[str, Any] = {
         "exit_code": proc.returncode if proc.returncode is not None else -1,

@@ -18,12 +18,14 @@ from typing import Any
 import orjson
 
 from runfold.core.canonical import Json, content_hash, encode_json
-from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
+from runfold.core.errors import ErrorCode, Retry, RunfoldError
+from runfold.core.fold.resume import CANCELLED_BEFORE_IT_RAN, not_started_error
 from runfold.core.kinds import Kind
 from runfold.core.payloads import ToolCalled, ToolResult
 from runfold.core.records import Record
 from runfold.tools.context import ToolContext
 from runfold.tools.registry import Tool, ToolRegistry
+from runfold.tools.results import valid_text
 
 
 @dataclass(frozen=True)
@@ -54,17 +56,22 @@ class ToolOutcome:
         return self.error is None
 
     def to_payload(self) -> ToolResult:
-        """The `tool_result` payload for this outcome."""
+        """The `tool_result` payload for this outcome; text that is not valid Unicode (a lone
+        surrogate) is replaced and the replacement counted (`results.valid_text`)."""
         data: dict[str, Json] = {"tool_use_id": self.id, "name": self.name, "took_us": self.took_us}
-        data["result" if self.error is None else "error"] = self.result if self.error is None else self.error
+        if self.error is None:
+            data["result"] = valid_text(self.result) if self.result is not None else None
+        else:
+            data["error"] = valid_text(self.error)
         return ToolResult.from_data(data)
 
 
 @dataclass(frozen=True)
 class NotStarted(ToolOutcome):
-    """The answer to a call a cancelled wave never started: it did not act, so the run loop
-    writes no line for it (its `error` is `E_GATE_DENIED`, retry yes, for a caller that shows
-    it). Only `WaveCancelled.outcomes` holds these."""
+    """The answer to a call a cancelled wave never started: it did not act; its `error` is
+    `core.fold.resume.not_started_error` ("not started: the run was cancelled before it ran"),
+    which the run loop records as the call's result so the wave is complete (DESIGN.md §5).
+    Only `WaveCancelled.outcomes` holds these."""
 
 
 def tool_called_payload(call: ToolCallRequest, registry: ToolRegistry) -> ToolCalled:
@@ -188,18 +195,7 @@ def _outcome_unknown(call: ToolCallRequest, why: str, took_us: int) -> ToolOutco
 
 
 def _not_started(call: ToolCallRequest) -> NotStarted:
-    err = RunfoldError(
-        ErrorCode.GATE_DENIED,
-        f"start tool call `{call.name}`",
-        f"call {call.id}",
-        "the run was cancelled before this call started; call it again in a new run if still needed",
-        retry=Retry.YES,
-        gate=Gate(
-            rule="a cancelled run starts no new tool calls",
-            violation=f"call {call.id} was still waiting when the run was cancelled",
-            alternative="continue or fork the run and call the tool again there",
-        ),
-    )
+    err = not_started_error(call.id, call.name, CANCELLED_BEFORE_IT_RAN)
     return NotStarted(call.id, call.name, None, err.to_data(), 0)
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         fork_point,
         group_by_run,
         lineage_lines,
+        not_in_lineage,
     )
     from runfold.core.fold.resume import (
         DanglingCall,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
         line_phases,
         lineage,
         lineage_runs,
-        not_in_lineage,
         safe_points,
     )
     from runfold.core.fold.runs import (
@@ -122,7 +122,7 @@ _HOMES: dict[str, str] = {
     "lineage": "runfold.core.fold.run",
     "lineage_lines": "runfold.core.fold.lineage_steps",
     "lineage_runs": "runfold.core.fold.run",
-    "not_in_lineage": "runfold.core.fold.run",
+    "not_in_lineage": "runfold.core.fold.lineage_steps",
     "plan_fork": "runfold.core.fold.fork",
     "raw_prefix": "runfold.core.fold.fork",
     "render_tree": "runfold.core.fold.runs",

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from runfold.core.errors import invalid_args
-from runfold.core.fold.run import RunFold, fold_run, lineage, not_in_lineage
+from runfold.core.fold.lineage_steps import not_in_lineage
+from runfold.core.fold.run import RunFold, fold_run, lineage
 from runfold.core.ids import is_run_id
 from runfold.core.payloads import RunForked, RunStarted
 from runfold.core.records import Draft, Record

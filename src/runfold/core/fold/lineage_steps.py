@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, TypeVar
 
-from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.ids import short_run_ids
 from runfold.core.kinds import Kind
 from runfold.core.payloads import (
@@ -137,3 +137,20 @@ def through(lin: Lineage, seq: int) -> Lineage | None:
         if any(r.seq == seq for r in step.lines):
             return Lineage(tuple(steps))
     return None
+
+
+def not_in_lineage(lin: Lineage, seq: int, tail: int | None = None) -> RunfoldError:
+    """`E_INVALID_ARGS` for a seq that is not a line of `lin` (never clamped), naming the range."""
+    where = lin.describe()
+    tail_note = f"; the ledger's tail is seq {tail}" if tail is not None else ""
+    past = tail is not None and seq > tail
+    return invalid_args(
+        f"cut at seq {seq}" + (" (past the ledger's tail)" if past else " (not a line of this run)"),
+        f"run {lin.run}",
+        f"give a seq of the run or of the runs it inherits from ({where}{tail_note})",
+        tuple(str(s) for s in _nearby(lin.seqs(), seq)),
+    )
+
+
+def _nearby(seqs: list[int], seq: int) -> list[int]:
+    return sorted(sorted(seqs, key=lambda s: (abs(s - seq), s))[:4])

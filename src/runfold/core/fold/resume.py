@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from runfold.core.errors import ErrorCode, Retry, RunfoldError
+from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import Kind
-from runfold.core.payloads import HandoffWritten, RunFrozen, RunStarted, ToolCalled, ToolResult
+from runfold.core.messages import reply_blocks
+from runfold.core.payloads import HandoffWritten, ModelReturned, RunFrozen, RunStarted, ToolCalled, ToolResult
 from runfold.core.records import Draft, Record
 
 RESUME_WHO = "runtime"
@@ -22,6 +23,44 @@ RESUME_WHO = "runtime"
 
 PROCESS_DIED = "process_died"
 """`run_frozen.cause` of a run frozen by resume."""
+
+NOT_STARTED_RULE = "a stopped run starts no new tool calls"
+"""The gate rule of the error result a call gets when its run stopped before the call began (a
+wave is completed, never dropped: DESIGN.md §5, §7); `is_not_started` recognizes it."""
+
+CANCELLED_BEFORE_IT_RAN = "the run was cancelled before it ran"
+"""`not_started_error`'s `why` for a call a person's cancel left unstarted."""
+
+DIED_BEFORE_IT_RAN = (
+    "the process running the run died before the call was recorded as started; a writing call is "
+    "recorded before it acts, so it did not act"
+)
+"""`not_started_error`'s `why` for a call of a lost run that has no `tool_called` line."""
+
+
+def not_started_error(call_id: str, name: str, why: str) -> RunfoldError:
+    """The §11 error (`E_GATE_DENIED`, retry yes, gate `NOT_STARTED_RULE`) a tool call gets as
+    its result when its run stopped before the call began: `not started: <why>`. Every call of
+    a reply is answered, so a successor inherits the wave whole and sees each call's fate."""
+    return RunfoldError(
+        ErrorCode.GATE_DENIED,
+        f"start tool call `{name}` (not started: {why})",
+        f"call {call_id}",
+        "the call did not run; call it again if it is still needed",
+        retry=Retry.YES,
+        gate=Gate(
+            rule=NOT_STARTED_RULE,
+            violation=f"call {call_id} had not started when the run stopped",
+            alternative="call the tool again in the run that continues this one",
+        ),
+    )
+
+
+def is_not_started(result: ToolResult) -> bool:
+    """Whether a `tool_result` payload is a `not_started_error` (the call never ran)."""
+    error = result.error
+    gate = error.get("gate") if error is not None else None
+    return isinstance(gate, dict) and gate.get("rule") == NOT_STARTED_RULE
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +76,19 @@ class DanglingCall:
     name: str
     addr: str | None
     closable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class UnrecordedCall:
+    """A call a lost run's last reply asked for that has no `tool_called` line: `run`, the seq
+    of the `model_returned` that asked for it, its `tool_use_id`, tool `name` and arguments'
+    JSON text `args`. Resume records it and answers it as not started (`not_started_error`)."""
+
+    run: str
+    reply_seq: int
+    tool_use_id: str
+    name: str
+    args: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +109,13 @@ class LostRun:
 
 @dataclass(frozen=True, slots=True)
 class ResumePlan:
-    """What resume must write: `dangling` calls (closable ones get a result) and `lost` runs (in
-    order of first appearance); `clean` is True when there is nothing to do."""
+    """What resume must write: `dangling` calls (closable ones get a result), `lost` runs (in
+    order of first appearance) and the `unrecorded` calls of lost runs' open waves; `clean` is
+    True when there is nothing to do."""
 
     dangling: tuple[DanglingCall, ...]
     lost: tuple[LostRun, ...]
+    unrecorded: tuple[UnrecordedCall, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -78,6 +132,8 @@ class _RunState:
     frozen: bool = False
     handed_off: bool = False
     open_calls: dict[str, tuple[int, str]] = field(default_factory=dict)
+    asked: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    """The open wave's calls with no `tool_called` yet: id → (reply seq, name, args)."""
 
 
 class ResumeScan:
@@ -104,13 +160,18 @@ class ResumeScan:
             st.task = rec.typed(RunStarted).task
         elif kind == Kind.MODEL_RETURNED.value:
             st.turns += 1
+            st.asked = _asked(rec)
         elif kind == Kind.TOOL_CALLED.value:
             call = rec.typed(ToolCalled)
             st.open_calls[call.id] = (rec.seq, call.name)
+            st.asked.pop(call.id, None)
         elif kind == Kind.TOOL_RESULT.value:
-            st.open_calls.pop(rec.typed(ToolResult).tool_use_id, None)
+            answered = rec.typed(ToolResult).tool_use_id
+            st.open_calls.pop(answered, None)
+            st.asked.pop(answered, None)
         elif kind == Kind.RUN_FROZEN.value:
             st.frozen = True
+            st.asked = {}
 
     def feed_all(self, records: Iterable[Record]) -> ResumeScan:
         for rec in records:
@@ -120,6 +181,7 @@ class ResumeScan:
     def plan(self) -> ResumePlan:
         dangling: list[DanglingCall] = []
         lost: list[LostRun] = []
+        unrecorded: list[UnrecordedCall] = []
         for run, st in self._runs.items():
             for call_id, (seq, name) in st.open_calls.items():
                 dangling.append(DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen))
@@ -127,8 +189,21 @@ class ResumeScan:
                 lost.append(
                     LostRun(run, st.first_seq, st.last_seq, st.addr, st.task, st.turns, st.handed_off)
                 )
+                unrecorded.extend(
+                    UnrecordedCall(run, seq, call_id, name, args) for call_id, (seq, name, args) in st.asked.items()
+                )
         dangling.sort(key=lambda d: d.seq)
-        return ResumePlan(tuple(dangling), tuple(lost))
+        return ResumePlan(tuple(dangling), tuple(lost), tuple(unrecorded))
+
+
+def _asked(rec: Record) -> dict[str, tuple[int, str, str]]:
+    """The calls a `model_returned` asks for (id → (seq, name, args)); none when its message
+    does not read (the run fold refuses such a line; resume leaves it to verify)."""
+    try:
+        blocks = reply_blocks(rec.typed(ModelReturned).message)
+    except RunfoldError:
+        return {}
+    return {b["id"]: (rec.seq, b["name"], b["input"]) for b in blocks if b["kind"] == "tool_use"}
 
 
 def closed_by_resume(rec: Record, result: ToolResult) -> bool:
@@ -159,7 +234,9 @@ def resume_drafts(
 ) -> list[Draft]:
     """The lines that resume `plan` (DESIGN.md §7), in write order: per lost run (in order of
     first appearance), the results of its dangling calls (`tool_result` with an
-    `E_TOOL_OUTCOME_UNKNOWN` error, in call order), then `pending[run]` (e.g. steers handed over
+    `E_TOOL_OUTCOME_UNKNOWN` error, in call order), then each unrecorded call of its open wave
+    as a `tool_called` and a `not_started_error` result (the wave is completed, never dropped),
+    then `pending[run]` (e.g. steers handed over
     before the process died), then `handoff_written` (left out when the run's last line already
     is one and nothing was written after it: a resume killed mid-write is not handed off twice)
     and `run_frozen {completion: cancelled, cause: process_died}`. Closable dangling calls of runs that are not lost do not exist (a run
@@ -169,6 +246,9 @@ def resume_drafts(
     for call in plan.dangling:
         if call.closable:
             by_run.setdefault(call.run, []).append(call)
+    never: dict[str, list[UnrecordedCall]] = {}
+    for asked in plan.unrecorded:
+        never.setdefault(asked.run, []).append(asked)
     drafts: list[Draft] = []
     for lost in plan.lost:
         for call in by_run.get(lost.run, []):
@@ -178,9 +258,15 @@ def resume_drafts(
                 error=outcome_unknown_error(call).to_data(),
             )
             drafts.append(Draft(lost.run, RESUME_WHO, Kind.TOOL_RESULT.value, result, addr=lost.addr))
+        for asked in never.get(lost.run, []):
+            called = ToolCalled(id=asked.tool_use_id, name=asked.name, args=asked.args)
+            drafts.append(Draft(lost.run, RESUME_WHO, Kind.TOOL_CALLED.value, called, addr=lost.addr))
+            error = not_started_error(asked.tool_use_id, asked.name, DIED_BEFORE_IT_RAN)
+            result = ToolResult(tool_use_id=asked.tool_use_id, name=asked.name, error=error.to_data())
+            drafts.append(Draft(lost.run, RESUME_WHO, Kind.TOOL_RESULT.value, result, addr=lost.addr))
         extra = pending.get(lost.run, ())
         drafts.extend(extra)
-        closed = len(by_run.get(lost.run, []))
+        closed = len(by_run.get(lost.run, [])) + len(never.get(lost.run, []))
         # a run whose last line is already its handoff (a resume or freeze killed before
         # run_frozen) gets only the freeze
         if not (lost.handed_off and not closed and not extra):
@@ -189,7 +275,16 @@ def resume_drafts(
                 overview=lost.task[:500],
                 progress=(
                     f"{lost.turns} turn(s); the process running it died after seq {lost.last_seq}"
-                    + (f"; {closed} tool call(s) closed with E_TOOL_OUTCOME_UNKNOWN" if closed else "")
+                    + (
+                        f"; {len(by_run[lost.run])} tool call(s) closed with E_TOOL_OUTCOME_UNKNOWN"
+                        if by_run.get(lost.run)
+                        else ""
+                    )
+                    + (
+                        f"; {len(never[lost.run])} tool call(s) answered as not started"
+                        if never.get(lost.run)
+                        else ""
+                    )
                 ),
                 context="frozen by resume",
                 next_step=f"check the effect of any call closed as unknown, then `runfold continue {lost.run}`",
@@ -203,18 +298,28 @@ def resume_drafts(
 def successor_note(run: str, lines: Sequence[Record]) -> str | None:
     """The `runtime:` note a successor of `run` starts with (DESIGN.md §7 continue): why the run
     stopped (the process died, its turn ceiling, the person's cancel, an error, or it had
-    finished) and, when resume closed calls as unknown, to check their effect first. `lines`
-    are the run's own lines in seq order. None when the run has no `run_frozen` (still running)."""
+    finished) and, for the run's last wave, each call whose outcome is unknown (cut off in
+    flight: check its effect first) and each call that never started (call it again if still
+    needed), named by tool and call id. `lines` are the run's own lines in seq order. None when
+    the run has no `run_frozen` (still running)."""
     frozen: RunFrozen | None = None
-    unknown = 0
+    unknown: list[str] = []
+    unstarted: list[str] = []
     called = False
     for rec in lines:
         kind = rec.env.kind
         called = called or kind == Kind.MODEL_CALLED.value
         if kind == Kind.RUN_FROZEN.value:
             frozen = rec.typed(RunFrozen)
-        elif kind == Kind.TOOL_RESULT.value and closed_by_resume(rec, rec.typed(ToolResult)):
-            unknown += 1
+        elif kind == Kind.MODEL_RETURNED.value:
+            unknown, unstarted = [], []  # only the last wave's fates matter to the successor
+        elif kind == Kind.TOOL_RESULT.value:
+            result = rec.typed(ToolResult)
+            named = f"`{result.name}` (call {result.tool_use_id})"
+            if is_not_started(result):
+                unstarted.append(named)
+            elif result.error is not None and result.error.get("code") == ErrorCode.TOOL_OUTCOME_UNKNOWN.value:
+                unknown.append(named)
     if frozen is None:
         return None
     if not called:
@@ -232,7 +337,14 @@ def successor_note(run: str, lines: Sequence[Record]) -> str | None:
     text = f"This run continues run {run}, which {why}; its conversation so far is above."
     if unknown:
         text += (
-            f" {unknown} tool call(s) were cut off by the crash and their outcome is unknown:"
-            " check their effect before calling them again."
+            f" {len(unknown)} tool call(s) were cut off while running and their outcome is unknown: "
+            + ", ".join(unknown)
+            + "; check their effect before calling them again."
+        )
+    if unstarted:
+        text += (
+            f" {len(unstarted)} tool call(s) never started: "
+            + ", ".join(unstarted)
+            + "; call them again if they are still needed."
         )
     return text + " Go on with the task from where it stopped."

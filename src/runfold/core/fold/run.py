@@ -34,12 +34,21 @@ from runfold.core.compaction import Change, apply_change, is_compaction_call, st
 from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.fold.decisions import SAFE_PHASES, Phase
-from runfold.core.fold.lineage_steps import Lineage, LineageStep, corrupt, fork_point, through, typed
+from runfold.core.fold.lineage_steps import (
+    Lineage,
+    LineageStep,
+    corrupt,
+    fork_point,
+    not_in_lineage,
+    through,
+    typed,
+)
 from runfold.core.fold.region_step import region_step
 from runfold.core.fold.resume import closed_by_resume
+from runfold.core.fold.wave import OpenWave
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import Kind
-from runfold.core.messages import Block, Message, ToolResultBlock, ToolUseBlock, reply_blocks
+from runfold.core.messages import Message, ToolUseBlock, reply_blocks
 from runfold.core.offload import offloaded_content
 from runfold.core.payloads import (
     ContextChanged,
@@ -57,8 +66,6 @@ from runfold.core.regions import EDITED_REGIONS, Regions
 from runfold.core.speakers import render_opening, render_steer
 from runfold.core.tool_result import tool_result_block, tool_use_block_of
 from runfold.core.window import STRATEGIES
-
-# ---- lineage -----------------------------------------------------------------------------------
 
 
 def lineage(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> Lineage:
@@ -114,33 +121,13 @@ def lineage_runs(lines_by_run: Mapping[str, Sequence[Record]], run: str) -> list
 
 
 @dataclass
-class _Wave:
-    reply_seq: int
-    reply: list[Block]
-    calls: int
-    use_ids: list[str]
-    called: dict[str, tuple[ToolUseBlock, BlockSource]] = field(default_factory=dict)
-    results: dict[str, tuple[ToolResultBlock, BlockSource]] = field(default_factory=dict)
-    offloads: dict[str, ResultOffloaded] = field(default_factory=dict)
-    """`result_offloaded` lines waiting for the result they name (written before it)."""
-    regions: Regions = field(default_factory=Regions)  # at the wave's opening: a wave dropped drops its edits
-
-    def needed(self) -> int:
-        return max(self.calls, len(self.use_ids))
-
-    def complete(self) -> bool:
-        ids = set(self.use_ids) | set(self.called)
-        return len(self.results) >= self.needed() and ids <= set(self.results)
-
-
-@dataclass
 class FoldState:
     """The running state of the fold (exposed for the runtime and tests; treat as read-only)."""
 
     conversation: Conversation | None = None
     phase: Phase = Phase.IDLE
     sent_this_turn: bool = False
-    wave: _Wave | None = None
+    wave: OpenWave | None = None
     prefix: PromptAssembled | None = None
     prefix_seq: int | None = None
     compaction_call: bool = False
@@ -189,7 +176,7 @@ class _Folder:
     def _count_landed(self, seq: int) -> None:
         if not self.track or self.st.conversation is None:
             return
-        total = sum(len(s) for s in self.st.conversation.sources)
+        total = self.st.conversation.block_count
         if total > self.blocks:
             self.st.landed.extend([seq] * (total - self.blocks))
             self.blocks = total
@@ -390,7 +377,7 @@ class _Folder:
             conv.flush_held()
             st.phase = Phase.IDLE
             return
-        st.wave = _Wave(rec.seq, blocks, returned.calls, use_ids, regions=st.regions)
+        st.wave = OpenWave(rec.seq, blocks, returned.calls, use_ids, regions=st.regions)
         st.phase = Phase.WAVE
 
     def _tool_called(self, rec: Record) -> None:
@@ -399,14 +386,14 @@ class _Folder:
         call = typed(rec, ToolCalled)
         if call.id in wave.called:
             corrupt(rec, "data.id", f"tool call {call.id!r} was already called in this wave")
-        if call.id not in wave.use_ids:
-            extra = sum(1 for c in wave.called if c not in wave.use_ids)
-            if extra >= wave.calls - len(wave.use_ids):
+        if call.id not in wave.asked:
+            if wave.extra >= wave.calls - len(wave.use_ids):
                 corrupt(
                     rec,
                     "data.id",
                     f"call {call.id!r} is not one of the {wave.calls} calls the reply at seq {wave.reply_seq} asked for",
                 )
+            wave.extra += 1
         wave.called[call.id] = (tool_use_block_of(call), BlockSource(rec.seq, "model_reply"))
 
     def _tool_result(self, rec: Record) -> None:
@@ -415,7 +402,7 @@ class _Folder:
         assert wave is not None
         result = typed(rec, ToolResult)
         call_id = result.tool_use_id
-        if call_id not in wave.use_ids and call_id not in wave.called:
+        if call_id not in wave.asked and call_id not in wave.called:
             corrupt(
                 rec,
                 "data.tool_use_id",
@@ -431,11 +418,11 @@ class _Folder:
         if wave.complete():
             self._commit(rec, wave)
 
-    def _commit(self, rec: Record, wave: _Wave) -> None:
+    def _commit(self, rec: Record, wave: OpenWave) -> None:
         st = self.st
         conv = self.conv(rec)
-        extra = [(b, s) for cid, (b, s) in wave.called.items() if cid not in wave.use_ids]
-        order = wave.use_ids + [cid for cid in wave.called if cid not in wave.use_ids]
+        extra = [(b, s) for cid, (b, s) in wave.called.items() if cid not in wave.asked]
+        order = wave.use_ids + [cid for cid in wave.called if cid not in wave.asked]
         results = [wave.results[cid] for cid in order if cid in wave.results]
         try:
             conv.add_reply(wave.reply, BlockSource(wave.reply_seq, "model_reply"))
@@ -457,7 +444,7 @@ class _Folder:
         off = typed(rec, ResultOffloaded)
         call_id = off.tool_use_id
         if self.st.phase is not Phase.WAVE or wave is None or (
-            call_id not in wave.results and call_id not in wave.called and call_id not in wave.use_ids
+            call_id not in wave.results and call_id not in wave.called and call_id not in wave.asked
         ):
             corrupt(
                 rec,
@@ -514,6 +501,26 @@ class RunFolder:
         self._folder = _Folder(track_landing=False, keep_notes=False)
         self.feeds = 0
 
+    @classmethod
+    def continuing(cls, fold: RunFold) -> RunFolder:
+        """A folder that has been fed `fold.lineage` (what a fork or successor planned with
+        `fork.plan_fork` inherits), without folding it again: the plan's fold state is taken
+        over (its `feeds` count the lineage's lines), once: a second call, or a `fold` that does
+        not carry its state, folds the lineage afresh."""
+        folder = cls()
+        if fold.folded is None:
+            for index, step in enumerate(fold.lineage.steps):
+                for rec in step.lines:
+                    folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
+            return folder
+        state = fold.folded
+        object.__setattr__(fold, "folded", None)  # taken over: a second use folds afresh
+        state.keep_notes = False
+        state.notes = {}
+        folder._folder = state
+        folder.feeds = sum(len(step.lines) for step in fold.lineage.steps)
+        return folder
+
     def feed(self, record: Record, *, inherits: bool = False) -> None:
         """Fold one line (see the class docstring)."""
         self._folder.feed(record, inherits)
@@ -529,6 +536,12 @@ class RunFolder:
         """Where the run stands after the last line fed (`idle`, `assembled`, `calling`, `wave`,
         `frozen`)."""
         return self._folder.st.phase
+
+    def unanswered(self) -> list[tuple[ToolUseBlock, bool]]:
+        """The open wave's calls that have no result yet, in call order, each with whether a
+        `tool_called` line recorded it (empty outside a wave)."""
+        wave = self._folder.st.wave
+        return wave.unanswered() if wave is not None and self.phase is Phase.WAVE else []
 
     @property
     def prefix(self) -> PromptAssembled | None:
@@ -578,6 +591,8 @@ class RunFold:
     safe_points: tuple[int, ...]
     landed: tuple[int, ...] | None = None
     regions: Regions = field(default_factory=Regions)  # the notes, todo and scratch at the cut
+    folded: _Folder | None = field(default=None, repr=False, compare=False)
+    """The fold's own state after the cut, for `RunFolder.continuing` (not part of the view)."""
 
     @property
     def messages(self) -> list[Message]:
@@ -596,6 +611,7 @@ class RunFold:
 class _Scan:
     notes: dict[int, _LineNote]
     state: FoldState
+    folder: _Folder
 
     def is_safe(self, seq: int) -> bool:
         note = self.notes.get(seq)
@@ -610,24 +626,7 @@ def _scan(lin: Lineage, track_landing: bool = False) -> _Scan:
     for index, step in enumerate(lin.steps):
         for rec in step.lines:
             folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
-    return _Scan(folder.notes, folder.st)
-
-
-def not_in_lineage(lin: Lineage, seq: int, tail: int | None = None) -> RunfoldError:
-    """`E_INVALID_ARGS` for a seq that is not a line of `lin` (never clamped), naming the range."""
-    where = lin.describe()
-    tail_note = f"; the ledger's tail is seq {tail}" if tail is not None else ""
-    past = tail is not None and seq > tail
-    return invalid_args(
-        f"cut at seq {seq}" + (" (past the ledger's tail)" if past else " (not a line of this run)"),
-        f"run {lin.run}",
-        f"give a seq of the run or of the runs it inherits from ({where}{tail_note})",
-        tuple(str(s) for s in _nearby(lin.seqs(), seq)),
-    )
-
-
-def _nearby(seqs: list[int], seq: int) -> list[int]:
-    return sorted(sorted(seqs, key=lambda s: (abs(s - seq), s))[:4])
+    return _Scan(folder.notes, folder.st, folder)
 
 
 def fold_run(
@@ -685,6 +684,7 @@ def fold_run(
         safe_points=tuple(safe),
         landed=tuple(st.landed) if track_landing else None,
         regions=st.regions,
+        folded=None if track_landing else scan.folder,
     )
 
 

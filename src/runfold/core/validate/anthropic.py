@@ -114,7 +114,7 @@ def calls_at(i: int, roles: list[str | None], blocks_of: list[list[dict[str, Any
     calls = []
     for j, block in enumerate(blocks_of[i]):
         if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-            zone = frozenset({i + 1}) if i + 1 < len(roles) and roles[i + 1] == "user" else frozenset()
+            zone = range(i + 1, i + 2) if i + 1 < len(roles) and roles[i + 1] == "user" else range(0)
             calls.append(Call(block["id"], i, f"messages[{i}].content[{j}]", zone))
     return calls
 

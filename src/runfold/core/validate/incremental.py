@@ -147,8 +147,9 @@ class IncrementalValidator:
             walk = self._walk
             for i in range(k, n):
                 walk.append(anthropic.loop_start(i, walk[i - 2] if i >= 2 else i, roles, self._blocks))
+        found = openai_responses.calls_from(items, c) if dialect == OPENAI_RESPONSES else None
         for i in range(c, n):
-            calls = self._calls_at(items, i)
+            calls = found[i - c] if found is not None else self._calls_at(items, i)
             self._calls.append(calls)
             for call in calls:
                 self._calls_by_id.setdefault(call.call_id, []).append(call)

@@ -69,7 +69,7 @@ def calls_at(messages: list[Any], roles: list[str | None], i: int) -> list[Call]
     end = i + 1
     while end < len(roles) and roles[end] == "tool":
         end += 1
-    zone = frozenset(range(i + 1, end))
+    zone = range(i + 1, end)
     return [
         Call(tc["id"], i, f"messages[{i}].tool_calls[{j}]", zone)
         for j, tc in enumerate(msg["tool_calls"])

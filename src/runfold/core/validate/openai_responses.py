@@ -100,10 +100,9 @@ def validate(body: Any) -> list[Violation]:
     for i, item in enumerate(items):
         _check_item(report, i, f"input[{i}]", item)
 
-    calls: list[Call] = []
+    calls = [call for at in calls_from(items, 0) for call in at]
     results: list[Result] = []
     for k in range(len(items)):
-        calls.extend(calls_at(items, k))
         results.extend(results_at(items, k))
     check_pairing(report, calls, results, call_word="function_call", result_word="function_call_output")
     _check_reasoning(report, items)
@@ -113,16 +112,28 @@ def validate(body: Any) -> list[Violation]:
 def calls_at(items: list[Any], k: int) -> list[Call]:
     """The call item k is, if any; its answer zone is the run of output items right after the
     run of assistant-side items holding it (so it depends on the items up to that zone's end)."""
-    item = items[k]
-    if item_type(item) not in CALL_TYPES or not isinstance(item.get("call_id"), str):
-        return []
-    i = k + 1
-    while i < len(items) and _assistant_side(items[i]):
-        i += 1
-    end = i
-    while end < len(items) and item_type(items[end]) in OUTPUT_TYPES:
-        end += 1
-    return [Call(item["call_id"], k, f"input[{k}]", frozenset(range(i, end)))]
+    return calls_from(items, k)[0] if k < len(items) else []
+
+
+def calls_from(items: list[Any], start: int) -> list[list[Call]]:
+    """`calls_at(items, k)` for every k from `start` to the end, in one backward pass: linear in
+    the items, however many calls a run of assistant-side items holds (each zone is a `range`)."""
+    n = len(items)
+    size = n - start
+    output_end = [n] * (size + 1)  # per index: the end of the run of output items starting there
+    side_end = [n] * (size + 1)  # per index: the first index after it that is not assistant-side
+    out: list[list[Call]] = [[] for _ in range(size)]
+    for j in range(n - 1, start - 1, -1):
+        at = j - start
+        item = items[j]
+        kind = item_type(item)
+        output_end[at] = output_end[at + 1] if kind in OUTPUT_TYPES else j
+        if j + 1 < n:
+            side_end[at] = side_end[at + 1] if _assistant_side(items[j + 1]) else j + 1
+        if kind in CALL_TYPES and isinstance(item.get("call_id"), str):
+            first = side_end[at]
+            out[at] = [Call(item["call_id"], j, f"input[{j}]", range(first, output_end[first - start]))]
+    return out
 
 
 def results_at(items: list[Any], k: int) -> list[Result]:

@@ -241,12 +241,13 @@ class Report:
 @dataclass(frozen=True)
 class Call:
     """A tool call found in the body: its id, the message index, the JSON path, and the indices
-    where its results may stand (the answer zone right after the message that made it)."""
+    where its results may stand (the answer zone right after the message that made it, a range
+    of indices: its size never costs memory or time)."""
 
     call_id: str
     index: int
     path: str
-    zone: frozenset[int]
+    zone: range
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,7 @@ def check_pairing(
             continue
         answered[res.call_id] = res
         if res.index not in call.zone:
-            lo, hi = (min(call.zone), max(call.zone)) if call.zone else (call.index + 1, call.index + 1)
+            lo, hi = (call.zone[0], call.zone[-1]) if call.zone else (call.index + 1, call.index + 1)
             expected = f"message {lo}" if lo == hi else f"messages {lo}..{hi}"
             report.add(
                 res.index,
