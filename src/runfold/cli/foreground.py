@@ -238,6 +238,15 @@ def _finish(
         ctx.exit(code)
 
 
+def completion_word(outcome: RunOutcome) -> str:
+    """The summary's first word: the completion, but `stopped` for a run the stall guard ended
+    (`E_LOOP_SUSPECTED`: nothing failed, the model kept repeating itself; the ledger records
+    `cancelled` with `cause: error` and the error, DESIGN.md §4)."""
+    if outcome.error is not None and outcome.error.code is ErrorCode.LOOP_SUSPECTED:
+        return "stopped"
+    return outcome.completion
+
+
 def _print_summary(
     outcome: RunOutcome, view: LiveView, nexts: list[str], record: Path | None, console: Any
 ) -> None:
@@ -246,10 +255,8 @@ def _print_summary(
     cost = usd(outcome.billed_usd_micros)
     if outcome.billed_usd_micros is None:
         cost += ' (no price known for this model; add [prices."<model>"] to .runfold/config.toml)'
-    lines = [
-        "",
-        f"{outcome.completion}: {outcome.reason}" if outcome.reason else outcome.completion,
-    ]
+    head = completion_word(outcome)
+    lines = ["", f"{head}: {outcome.reason}" if outcome.reason else head]
     if outcome.completion == "done" and view.last_reply:
         lines += ["", view.last_reply, ""]
     lines += [

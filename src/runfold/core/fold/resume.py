@@ -77,13 +77,17 @@ class _RunState:
     turns: int = 0
     frozen: bool = False
     handed_off: bool = False
+    lines: int = 0
+    forked: bool = False
     open_calls: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class ResumeScan:
     """Feed lines in seq order (`feed`), then read `plan()`. Lines of the workspace run (nil
-    UUID) are skipped; a run's state starts at its first fed line, so feeding only the lines
-    after a seq at which no run was open and no call dangled gives the same plan as feeding all."""
+    UUID) are skipped; a fork that was never run (its lines are only `run_started` and
+    `run_forked`: no process ran it, so none died) is not lost (see `not_started`). A run's
+    state starts at its first fed line, so feeding only the lines after a seq at which no run
+    was open and no call dangled gives the same plan as feeding all."""
 
     def __init__(self) -> None:
         self._runs: dict[str, _RunState] = {}
@@ -98,7 +102,9 @@ class ResumeScan:
         if st is None:
             st = self._runs[run] = _RunState(rec.seq, rec.seq, rec.env.addr)
         st.last_seq = rec.seq
+        st.lines += 1
         kind = rec.env.kind
+        st.forked = st.forked or kind == Kind.RUN_FORKED.value
         st.handed_off = kind == Kind.HANDOFF_WRITTEN.value
         if kind == Kind.RUN_STARTED.value:
             st.task = rec.typed(RunStarted).task
@@ -123,7 +129,7 @@ class ResumeScan:
         for run, st in self._runs.items():
             for call_id, (seq, name) in st.open_calls.items():
                 dangling.append(DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen))
-            if not st.frozen:
+            if not st.frozen and not (st.forked and st.lines == 2):
                 lost.append(
                     LostRun(run, st.first_seq, st.last_seq, st.addr, st.task, st.turns, st.handed_off)
                 )
@@ -200,11 +206,19 @@ def resume_drafts(
     return drafts
 
 
+def not_started(lines: Sequence[Record]) -> bool:
+    """Whether a run's own `lines` (seq order) are those of a fork that was never run: exactly
+    `run_started` then `run_forked` (DESIGN.md §5 dispatch), nothing after. Resume leaves such a
+    run as it is, and the runs fold shows it as `not_started`, never as a dead process."""
+    return len(lines) == 2 and lines[1].env.kind == Kind.RUN_FORKED.value
+
+
 def successor_note(run: str, lines: Sequence[Record]) -> str | None:
     """The `runtime:` note a successor of `run` starts with (DESIGN.md §7 continue): why the run
     stopped (the process died, its turn ceiling, the person's cancel, an error, or it had
     finished) and, when resume closed calls as unknown, to check their effect first. `lines`
-    are the run's own lines in seq order. None when the run has no `run_frozen` (still running)."""
+    are the run's own lines in seq order. None when the run has no `run_frozen` (still running),
+    unless it is a fork that was never run (`not_started`)."""
     frozen: RunFrozen | None = None
     unknown = 0
     called = False
@@ -215,9 +229,11 @@ def successor_note(run: str, lines: Sequence[Record]) -> str | None:
             frozen = rec.typed(RunFrozen)
         elif kind == Kind.TOOL_RESULT.value and closed_by_resume(rec, rec.typed(ToolResult)):
             unknown += 1
-    if frozen is None:
+    if frozen is None and not not_started(lines):
         return None
-    if not called:
+    if frozen is None:
+        why = "was forked and not started"
+    elif not called:
         why = "had not called a model yet"
     elif frozen.cause == PROCESS_DIED:
         why = "stopped when the process running it died"
