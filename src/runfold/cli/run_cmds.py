@@ -26,7 +26,7 @@ from runfold.cli.live import tokens, usd
 from runfold.core.errors import invalid_args
 
 if TYPE_CHECKING:
-    from runfold.api import CostReport, ReplayReport, Workspace
+    from runfold.api import CostReport, ReplayReport
 
 RUN_EPILOG = (
     "Exit codes of run: 0 done · 5 limit (turn ceiling, empty reply, max_tokens stop) · "
