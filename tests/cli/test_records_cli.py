@@ -167,7 +167,7 @@ def test_the_stall_guard_stop_says_what_happened(ws: Path) -> None:
         "even after a corrective steer (E_LOOP_SUSPECTED)\n" in res.out
     ), res.out
     rid = Workspace.open(ws).runs()[-1]
-    assert "stopped by the stall guard (E_LOOP_SUSPECTED)" in cli(ws, "runs").out
+    assert "failed (E_LOOP_SUSPECTED)" in cli(ws, "runs").out
     frozen = Workspace.open(ws).records(run=rid)[-1].env.data
     assert frozen["completion"] == "cancelled" and frozen["cause"] == "error"
     assert frozen["error"]["code"] == "E_LOOP_SUSPECTED"

@@ -16,7 +16,6 @@ from typing import Literal, Protocol
 
 from runfold.core.canonical import encode_json
 from runfold.core.compaction import is_compaction_call
-from runfold.core.errors import ErrorCode
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.kinds import Kind
 from runfold.core.payloads import ModelCalled, ModelReturned, RunForked, RunFrozen, RunStarted, ToolResult
@@ -422,10 +421,8 @@ def _tree_runs(nodes: Sequence[TreeNode]) -> list[str]:
 
 def status_text(s: RunSummary) -> str:
     """`done`, `limit`, `cancelled (process_died)`, `running`, `not started`, `died, not yet
-    resumed`, `stopped by the stall guard (E_LOOP_SUSPECTED)`, or `failed (E_CODE)` for a run
-    another error froze (the ledger says `cancelled` with `cause: error`, DESIGN.md §4 has no `failed`)."""
-    if s.cause == "error" and s.error_code == ErrorCode.LOOP_SUSPECTED.value:
-        return "stopped by the stall guard (E_LOOP_SUSPECTED)"
+    resumed`, or `failed (E_CODE)` for a run an error froze (the ledger says `cancelled` with
+    `cause: error`, DESIGN.md §4 has no `failed`)."""
     if s.cause == "error":
         return f"failed ({s.error_code or 'error'})"
     if s.status == "not_started":
