@@ -404,16 +404,18 @@ class Workspace(WorkspaceRuns):
     def run_summaries(self) -> list[fold_api.RunSummary]:
         """One summary per run (status, model, turns, tokens, cost, lineage), by first seq; costs
         priced as `cost` prices them. A run without `run_frozen` while no live process holds the
-        writer lock reads `died` (its process is gone; the next writer freezes it), a fork never
-        run `not_started`. Raises `E_CONFIG_INVALID` for a bad price table."""
+        writer lock reads `died` (its process is gone; the next writer freezes it; a lone segment
+        file has no lock, so its runs stay `running`), a fork never run `not_started`. Raises `E_CONFIG_INVALID` for a bad price table."""
         from runfold.runtime.cost import workspace_pricing
         from runfold.store.layout import Layout
         from runfold.store.locks import lock_held
 
         pricing = workspace_pricing(self.settings().prices)
         summaries = fold_api.run_summaries(self._ledger().records(), pricing)
-        if any(s.status == "running" for s in summaries) and (
-            self._bare or not lock_held(Layout(self._root).lock_path)
+        if (
+            not self._bare  # a lone segment has no lock to read: its runs stay `running`
+            and any(s.status == "running" for s in summaries)
+            and not lock_held(Layout(self._root).lock_path)
         ):
             fold_api.owner_gone(summaries)
         return summaries

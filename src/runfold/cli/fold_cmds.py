@@ -284,6 +284,10 @@ def _tokens_text(tokens: dict[str, int] | None) -> str:
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
     """List the runs: id, status, model, turns, tokens (input+output), cost, task.
 
+    Status: done, limit, cancelled (process_died when resume froze it), failed (E_CODE) for a run
+    an error froze, running, `not started` for a fork never run, and `died, not yet resumed` for
+    a run without run_frozen while no live process holds the writer lock.
+
     Turns, tokens and cost are those `runfold cost` shows: a reply's recorded bill, else its tokens
     priced by config.toml's [prices] or runfold's table; with no usage or no price: `unknown`, never 0.
 
