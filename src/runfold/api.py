@@ -222,6 +222,19 @@ class Workspace(WorkspaceRuns):
         """Every run id in the ledger in order of first appearance, without the nil workspace run."""
         return list(self._ledger().runs())
 
+    def latest_run(self) -> str:
+        """The run a command means when RUN is omitted: the latest run, the one whose first line
+        is the newest (`runfold runs` lists it last). Raises `E_INVALID_ARGS` when the ledger
+        holds no run yet."""
+        runs = [r for r in self.runs() if r != WORKSPACE_RUN]
+        if not runs:
+            raise invalid_args(
+                "pick the latest run",
+                str(self._root),
+                "the ledger holds no runs yet; start one with `runfold run TASK`",
+            )
+        return runs[-1]
+
     def resolve_run(self, prefix: str) -> str:
         """The one run whose id starts with `prefix` (hyphens optional, case-insensitive), like git.
 
@@ -391,11 +404,22 @@ class Workspace(WorkspaceRuns):
 
     def run_summaries(self) -> list[fold_api.RunSummary]:
         """One summary per run (status, model, turns, tokens, cost, lineage), by first seq; costs
-        priced as `cost` prices them. Raises `E_CONFIG_INVALID` for a bad price table."""
+        priced as `cost` prices them. A run without `run_frozen` while no live process holds the
+        writer lock reads `died` (its process is gone; the next writer freezes it; a lone segment
+        file has no lock, so its runs stay `running`), a fork never run `not_started`. Raises `E_CONFIG_INVALID` for a bad price table."""
         from runfold.runtime.cost import workspace_pricing
+        from runfold.store.layout import Layout
+        from runfold.store.locks import lock_held
 
         pricing = workspace_pricing(self.settings().prices)
-        return fold_api.run_summaries(self._ledger().records(), pricing)
+        summaries = fold_api.run_summaries(self._ledger().records(), pricing)
+        if (
+            not self._bare  # a lone segment has no lock to read: its runs stay `running`
+            and any(s.status == "running" for s in summaries)
+            and not lock_held(Layout(self._root).lock_path)
+        ):
+            fold_api.owner_gone(summaries)
+        return summaries
 
     def run_tree(self) -> list[fold_api.TreeNode]:
         """The runs arranged by fork, delegation and successor lineage (roots first)."""

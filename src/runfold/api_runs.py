@@ -106,7 +106,7 @@ class WorkspaceRuns:
         run's `run_started` (opening `inherited`, parent = mother) and `run_forked {from, at_seq:
         the cut used}`; the mother's lines are untouched. Returns the plan (new run id, cut, why
         the cut moved). The fork is not run: `arun(fork=(run, at))` forks and runs in one step;
-        a fork left open is frozen by the next writer open (resume) and can then be continued.
+        a fork never run reads `not_started` (resume leaves it as it is) and can be continued.
         `resume` is passed to `writer()`. Raises `E_INVALID_ARGS` for a seq past the tail or
         outside the run's lineage (never clamped), `E_LEDGER_HELD` when another process holds
         the writer, `E_STORAGE_FATAL` naming the locator when an offloaded result it inherits is
@@ -125,11 +125,13 @@ class WorkspaceRuns:
         return plan
 
     def waiting_runs(self) -> list[fold_api.RunSummary]:
-        """Runs that ended without finishing (`cancelled` or `limit`, e.g. frozen by resume) and
-        have no successor yet: each is waiting for the person to `continue` it or leave it."""
+        """Runs that ended without finishing (`cancelled` or `limit`, e.g. frozen by resume), and
+        forks never run (`not_started`), that have no successor yet: each is waiting for the
+        person to `continue` it or leave it."""
         summaries = self.run_summaries()
         continued = {s.predecessor for s in summaries if s.predecessor is not None}
-        return [s for s in summaries if s.status in ("cancelled", "limit") and s.run not in continued]
+        waiting = ("cancelled", "limit", "not_started")
+        return [s for s in summaries if s.status in waiting and s.run not in continued]
 
     def settings(self) -> WorkspaceConfig:
         """The checked `.runfold/config.toml` (defaults, prices, typed provider sections; all

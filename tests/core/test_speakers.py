@@ -211,7 +211,7 @@ def test_openings() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(bodies, bodies, st.text(max_size=10))
+@given(bodies, bodies.filter(bool), st.text(max_size=10))
 def test_inherited_opening_holds_task_and_goal(task: str, goal: str, who: str) -> None:
     text = render_opening("inherited", task=task, goal=goal, handed_down_by=who)
     lines = _lines(text)
@@ -220,6 +220,11 @@ def test_inherited_opening_holds_task_and_goal(task: str, goal: str, who: str) -
     assert lines[2].startswith("<goal>") and lines[2].endswith("</goal>") and lines[2].count("<") == 2
     assert unescape(lines[1][6:-7]) == task
     assert unescape(lines[2][6:-7]) == goal
+
+
+def test_inherited_opening_omits_an_empty_goal() -> None:
+    text = render_opening("inherited", task="go on", goal="", handed_down_by="person")
+    assert text == "Handed down by person:\n<task>go on</task>"
 
 
 @pytest.mark.parametrize(("opening", "task"), [("with_person", " \n"), ("from_somewhere", "t")])

@@ -27,12 +27,14 @@ from runfold.core.messages import Block
 from runfold.core.tokens import TokenCount
 
 if TYPE_CHECKING:
+    from runfold.api import Workspace
     from runfold.core.fold.why import WhyReport
     from runfold.runtime.window_view import WindowView
 
+RUN_HELP = "The run: its id or a unique prefix, like git. Default: the latest run (`runfold runs` lists it last)."
 RunArg = Annotated[
-    str,
-    typer.Argument(help="The run: its id or a unique prefix, like git.", show_default=False, metavar="RUN"),
+    str | None,
+    typer.Argument(help=RUN_HELP, show_default=False, metavar="RUN"),
 ]
 AtOption = Annotated[
     int | None,
@@ -46,6 +48,13 @@ AtOption = Annotated[
 DIALECT_CHOICES = ("anthropic", "openai-chat", "openai-responses", "internal")
 
 _PREVIEW = 96
+
+
+def chosen_run(ws: Workspace, run: str | None) -> str:
+    """The run a command's RUN argument names: `run` resolved as an id or unique prefix, or
+    the latest run when it is omitted (one rule for every command that takes RUN). Raises
+    `E_INVALID_ARGS` for an unknown or ambiguous prefix, or a ledger with no run yet."""
+    return ws.resolve_run(run) if run is not None else ws.latest_run()
 
 
 def _preview(text: str) -> str:
@@ -79,7 +88,7 @@ def _cut_lines(asked: int, cut: int, moved: str | None) -> list[str]:
 
 def conversation_cmd(
     ctx: typer.Context,
-    run: RunArg,
+    run: RunArg = None,
     at: AtOption = None,
     dialect: Annotated[
         str,
@@ -114,7 +123,7 @@ def conversation_cmd(
             "render the conversation", f"--dialect {dialect}", "use one of: " + ", ".join(DIALECT_CHOICES)
         )
     with Workspace.open(workspace) as ws:
-        view = ws.request_at(run, at, None if dialect == "internal" else dialect)
+        view = ws.request_at(chosen_run(ws, run), at, None if dialect == "internal" else dialect)
     fold = view.fold
     checked = list(view.verdicts) if dialect == "internal" else [dialect]
     rejected = {d: v for d, v in view.verdicts.items() if d in checked and v}
@@ -167,7 +176,6 @@ def conversation_cmd(
 
 def fork_cmd(
     ctx: typer.Context,
-    run: RunArg,
     at: Annotated[
         int,
         typer.Option(
@@ -177,9 +185,28 @@ def fork_cmd(
             show_default=False,
         ),
     ],
+    run: RunArg = None,
     task: Annotated[
         str | None,
         typer.Option("--task", help="A new task for the fork (default: the mother's).", metavar="TEXT"),
+    ] = None,
+    run_it: Annotated[
+        bool,
+        typer.Option("--run", help="Run the fork at once, like `runfold run` (live view, summary, exit code)."),
+    ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="With --run: SPEC of the model that runs the fork (default as for `run`); recorded in its run_started.",
+            show_default=False,
+            metavar="SPEC",
+        ),
+    ] = None,
+    max_turns: Annotated[
+        int | None,
+        typer.Option("--max-turns", help="With --run: the fork's turn ceiling.", show_default=False, metavar="N"),
     ] = None,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
@@ -188,19 +215,41 @@ def fork_cmd(
 
     Appends the new run's run_started and run_forked (taking the writer lock); the mother's lines
     are untouched. Prints the new run's id and the cut used, and why it moved when it did. A seq
-    past the ledger's tail or outside the run is refused, never clamped. The fork does not run:
-    `runfold continue NEW [--model SPEC]` runs it (the next writer freezes an unrun fork first).
+    past the ledger's tail or outside the run is refused, never clamped. With --run the fork runs
+    at once (as `runfold run` does, with --model and --max-turns); without it the fork is only
+    written and reads as `not started` (`runfold continue NEW` runs it later).
 
     \b
     Examples:
       runfold fork 0198f6a2 --at 12
+      runfold fork 0198f6a2 --at 12 --run --model anthropic:claude-sonnet-4-5 --task "try the other parser"
       runfold fork 0198f6a2 --at 12 --task "try the other parser" --json
     """
     from runfold.api import Workspace
+    from runfold.core.errors import invalid_args
 
     as_json = want_json(ctx, json)
+    if not run_it and (model is not None or max_turns is not None):
+        given = "--model" if model is not None else "--max-turns"
+        raise invalid_args("fork a run", given, f"{given} applies to a fork that runs: add --run")
+    if run_it:
+        from runfold.runtime.spec import RunSpec
+
+        spec = RunSpec(task or "", model=model, max_turns=max_turns, command_line=True, fork=("", at))
+        ws = Workspace.open(workspace)
+        try:
+            rid = chosen_run(ws, run)
+        except BaseException:
+            ws.close()
+            raise
+        from dataclasses import replace
+
+        from runfold.cli.foreground import run_live
+
+        run_live(ctx, ws, replace(spec, fork=(rid, at)), as_json)
+        return
     with Workspace.open(workspace) as ws:
-        plan = ws.fork(run, at, task=task)
+        plan = ws.fork(chosen_run(ws, run), at, task=task)
     if as_json:
         echo_json(
             {
@@ -218,7 +267,7 @@ def fork_cmd(
     con.print(f"forked {plan.new_run} from {plan.mother} at seq {plan.cut}", markup=False)
     if plan.moved is not None:
         con.print(f"cut moved from seq {plan.asked}: {plan.moved}", markup=False)
-    con.print(f"inherited {len(plan.inherited.messages)} message(s)", markup=False)
+    con.print(f"inherited {len(plan.inherited.messages)} message(s); not started", markup=False)
     con.print(
         f"next: runfold continue {plan.new_run}{workspace_flag(ws.root)} [--model SPEC] to run it",
         markup=False,
@@ -236,6 +285,10 @@ def _tokens_text(tokens: dict[str, int] | None) -> str:
 
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
     """List the runs: id, status, model, turns, tokens (input+output), cost, task.
+
+    Status: done, limit, cancelled (process_died when resume froze it), failed (E_CODE) for a run
+    an error froze, running, `not started` for a fork never run, and `died, not yet resumed` for
+    a run without run_frozen while no live process holds the writer lock.
 
     Turns, tokens and cost are those `runfold cost` shows: a reply's recorded bill, else its tokens
     priced by config.toml's [prices] or runfold's table; with no usage or no price: `unknown`, never 0.
@@ -392,7 +445,7 @@ def _why_bytes(view: WindowView, as_json: bool) -> None:
 
 def why_cmd(
     ctx: typer.Context,
-    run: RunArg,
+    run: RunArg = None,
     at: AtOption = None,
     since: Annotated[
         int | None,
@@ -431,6 +484,7 @@ def why_cmd(
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
+        run = chosen_run(ws, run)
         if by_bytes:
             _why_bytes(ws.context(run, at), as_json)
             return
@@ -470,7 +524,7 @@ def why_cmd(
 
 def context_cmd(
     ctx: typer.Context,
-    run: RunArg,
+    run: RunArg = None,
     at: AtOption = None,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
@@ -493,7 +547,7 @@ def context_cmd(
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
-        view = ws.context(run, at)
+        view = ws.context(chosen_run(ws, run), at)
     data = view.to_data()
     if as_json:
         echo_json(data)

@@ -261,6 +261,15 @@ def _finish(
         ctx.exit(code)
 
 
+def completion_word(outcome: RunOutcome) -> str:
+    """The summary's first word: the completion, but `stopped` for a run the stall guard ended
+    (`E_LOOP_SUSPECTED`: nothing failed, the model kept repeating itself; the ledger records
+    `cancelled` with `cause: error` and the error, DESIGN.md §4)."""
+    if outcome.error is not None and outcome.error.code is ErrorCode.LOOP_SUSPECTED:
+        return "stopped"
+    return outcome.completion
+
+
 def _print_summary(
     outcome: RunOutcome, view: LiveView, nexts: list[str], record: Path | None, console: Any
 ) -> None:
@@ -269,13 +278,11 @@ def _print_summary(
     cost = usd(outcome.billed_usd_micros)
     if outcome.billed_usd_micros is None:
         cost += ' (no price known for this model; add [prices."<model>"] to .runfold/config.toml)'
+    head = completion_word(outcome)
     reason = outcome.reason
-    if outcome.error is not None:  # its one display line follows on stderr: say it once
+    if outcome.error is not None and head != "stopped":  # its error line follows on stderr: say it once
         reason = f"frozen by {outcome.error.code.value} (its error line is on stderr)"
-    lines = [
-        "",
-        f"{outcome.completion}: {reason}" if reason else outcome.completion,
-    ]
+    lines = ["", f"{head}: {reason}" if reason else head]
     if outcome.completion == "done" and view.last_reply:
         lines += ["", view.last_reply, ""]
     lines += [

@@ -292,13 +292,17 @@ def log_cmd(
         ),
     ] = None,
     since: Annotated[
-        int | None, typer.Option("--since", help="Only lines with seq ≥ SEQ.", metavar="SEQ")
+        int | None, typer.Option("--since", help="Only lines with seq ≥ SEQ (a seq counts from 0).", metavar="SEQ")
     ] = None,
     limit: Annotated[
         int | None,
         typer.Option(
             "--limit", "-n", help="At most N lines (the first N after the other filters).", metavar="N"
         ),
+    ] = None,
+    tail: Annotated[
+        int | None,
+        typer.Option("--tail", help="Only the newest N lines (the last N after the other filters).", metavar="N"),
     ] = None,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
@@ -311,15 +315,26 @@ def log_cmd(
     Examples:
       runfold log --run 0198f6a2 --kind tool_called --kind tool_result
       runfold log --since 100 --limit 20 --json
+      runfold log --tail 5
       runfold log -w examples/sprawling-golden-p0.jsonl
     """
     from runfold.api import Workspace
+    from runfold.core.errors import invalid_args
     from runfold.core.ids import short_run_ids
 
     as_json = want_json(ctx, json)
+    for flag, value in (("--since", since), ("--limit", limit), ("--tail", tail)):
+        if value is not None and value < 0:
+            hint = "a seq counts from 0; `--tail N` shows the newest N lines" if flag == "--since" else "give N ≥ 0"
+            raise invalid_args("show the log", f"{flag} {value}", hint)
+    if tail is not None and limit is not None:
+        raise invalid_args("show the log", "--tail with --limit", "give one: --limit N the first N, --tail N the newest N")
     with Workspace.open(workspace) as ws:
         records = ws.records(run=run, kind=kind or None, since=since, limit=limit)
+        if tail is not None:
+            records = records[len(records) - tail :] if tail else []
         names = short_run_ids([*ws.runs(), *(r.env.run for r in records)])
+        empty = not records and not ws.seq_range()
     if as_json:
         out = sys.stdout.buffer
         for record in records:
@@ -327,6 +342,12 @@ def log_cmd(
         out.flush()
         return
     con = out_console()
+    if empty:
+        err_console().print(
+            f"the ledger holds no line: its segment files are empty (`runfold verify{workspace_flag(ws.root)}` says what to do)",
+            markup=False,
+        )
+        return
     if not records:
         err_console().print("no lines match", markup=False)
         return
@@ -367,7 +388,7 @@ def _seq_to_show(text: str, ws: Workspace) -> int:
             f"shows the newest line and `runfold log{flag}` lists every line with its seq"
         )
     else:
-        where = "this ledger holds no line yet"
+        where = f"this ledger holds no line: its segment files are empty (`runfold verify{flag}` says what to do)"
     raise invalid_args(f"show seq {text} ({why})", str(ws.root), where)
 
 

@@ -22,7 +22,7 @@ from runfold.cli.common import (
     want_json,
     workspace_flag,
 )
-from runfold.cli.fold_cmds import RunArg
+from runfold.cli.fold_cmds import RunArg, chosen_run
 from runfold.cli.run_cmds import RUN_EPILOG
 from runfold.core.figures import count
 from runfold.core.ids import short_run_ids
@@ -122,10 +122,12 @@ def resume_cmd(
         )
         lines += [f"  seq {c.seq:<6} {c.name:<12} {c.tool_use_id}" for c in report.unclosable]
     if waiting:
+        from runfold.core.fold.runs import status_text
+
         lines.append(f"waiting for you (ended without finishing, not continued yet): {count(len(waiting))}")
         shown_waiting, more = _newest(list(waiting), every, "waiting runs", where)
         lines += [
-            f"  {short[s.run]}  {s.status}{f' ({s.cause})' if s.cause else ''}  {_head(s.task)}"
+            f"  {short[s.run]}  {status_text(s)}  {_head(s.task)}"
             f"\n      runfold continue {short[s.run]}{where}  [--task TEXT] [--model SPEC]"
             for s in shown_waiting
         ]
@@ -141,7 +143,7 @@ def _head(task: str) -> str:
 
 def continue_cmd(
     ctx: typer.Context,
-    run: RunArg,
+    run: RunArg = None,
     task: Annotated[
         str | None,
         typer.Option("--task", help="New words for the task (default: the run's own task).", metavar="TEXT"),
@@ -176,20 +178,26 @@ def continue_cmd(
     through RUN's last safe point, starts with a runtime note saying why it continues (the
     process died, a limit, a cancel), and runs like `runfold run`. A run left running by a dead
     process is frozen first (resume). Thinking blocks of another model are left out, never edited.
+    RUN omitted: the latest run (`runfold run -c` does the same).
 
     \b
     Examples:
       runfold continue 0198f6a2
+      runfold continue
       runfold continue 0198f6a2 --task "skip the tests, just fix the parser" --model anthropic:claude-sonnet-4-5
     """
     from runfold.runtime.spec import RunSpec
 
     want_json(ctx, json)
-    spec = RunSpec(task or "", model=model, max_turns=max_turns, continues=run, command_line=True)
+    spec = RunSpec(task or "", model=model, max_turns=max_turns, continues=run or "", command_line=True)
     from runfold.api import Workspace
 
     ws = Workspace.open(workspace)
-    rid = ws.resolve_run(run)
+    try:
+        rid = chosen_run(ws, run)
+    except BaseException:
+        ws.close()
+        raise
     earlier = [s.run for s in ws.run_summaries() if s.predecessor == rid]
     if earlier:
         (err_console() if json else out_console()).print(

@@ -21,11 +21,12 @@ from runfold.cli.common import (
     out_console,
     want_json,
 )
+from runfold.cli.fold_cmds import chosen_run
 from runfold.core.errors import invalid_args
 from runfold.core.figures import count, usd
 
 if TYPE_CHECKING:
-    from runfold.api import CostReport, ReplayReport, Workspace
+    from runfold.api import CostReport, ReplayReport
 
 RUN_EPILOG = (
     "Exit codes of run: 0 done · 5 limit (turn ceiling, empty reply, max_tokens stop) · "
@@ -41,25 +42,17 @@ RUN_EPILOG = (
 # ---- run ----------------------------------------------------------------------------------
 
 
-def _last_run(ws: Workspace) -> str:
-    """The latest run that called a model (a fresh fork has nothing to replay yet)."""
-    called = {r.env.run for r in ws.records(kind="model_called")}
-    runs = [r for r in ws.runs() if r in called]
-    if not runs:
-        raise invalid_args(
-            "pick the latest run that called a model",
-            str(ws.root),
-            "the ledger holds no model calls yet; start a run with `runfold run TASK`",
-        )
-    return runs[-1]
-
-
 def run_cmd(
     ctx: typer.Context,
     task: Annotated[
-        str,
-        typer.Argument(help="What the agent should do, in your words.", show_default=False, metavar="TASK"),
-    ],
+        str | None,
+        typer.Argument(
+            help="What the agent should do, in your words; `-` reads it from standard input. "
+            "With --continue: new words for the task (default: the run's own).",
+            show_default=False,
+            metavar="TASK",
+        ),
+    ] = None,
     goal: Annotated[
         str,
         typer.Option(
@@ -116,6 +109,14 @@ def run_cmd(
             ),
         ),
     ] = False,
+    continue_latest: Annotated[
+        bool,
+        typer.Option(
+            "--continue",
+            "-c",
+            help="Continue the latest run (as `runfold continue` with RUN omitted) instead of starting one.",
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -131,15 +132,62 @@ def run_cmd(
       runfold run "fix the typo in README" --model anthropic:claude-sonnet-4-5 --room docs
       runfold run "say hello" --model script:session.jsonl --json
       runfold run "tidy notes.md" --events | jq -c 'select(.kind == "tool_result")'
+      git diff | runfold run - --goal "a review of the diff"
+      runfold run -c "now add the tests"
     """
     from runfold.runtime.spec import RunSpec
 
     want_json(ctx, json)
-    spec = RunSpec(task, goal, model, room, max_turns, record=record, command_line=True)
+    words = read_task(task) if task is not None else None
+    if continue_latest:
+        if goal or room != "." or record is not None:
+            given = "--goal" if goal else "--room" if room != "." else "--record"
+            raise invalid_args(
+                "continue the latest run", given, f"{given} applies to a new run: leave it out with --continue"
+            )
+        spec = RunSpec(words or "", model=model, max_turns=max_turns, continues="", command_line=True)
+    elif words is None:
+        raise invalid_args(
+            "run an agent", "TASK", "give the task (`-` reads it from standard input), or --continue"
+        )
+    else:
+        spec = RunSpec(words, goal, model, room, max_turns, record=record, command_line=True)
     from runfold.api import Workspace
     from runfold.cli.foreground import run_live
 
-    run_live(ctx, Workspace.open(workspace), spec, json, events=events)
+    ws = Workspace.open(workspace)
+    if continue_latest:
+        from dataclasses import replace
+
+        try:
+            spec = replace(spec, continues=ws.latest_run())
+        except BaseException:
+            ws.close()
+            raise
+    run_live(ctx, ws, spec, json, events=events)
+
+
+def read_task(task: str) -> str:
+    """The task as typed, or standard input's text when it is `-` (trailing line breaks cut).
+    Raises `E_INVALID_ARGS` when standard input is a terminal, is not UTF-8 or holds no words."""
+    if task != "-":
+        return task
+    import sys
+
+    if sys.stdin is None or sys.stdin.isatty():
+        raise invalid_args(
+            "read the task from standard input", "TASK -", "pipe the task in (`echo 'fix it' | runfold run -`)"
+        )
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    try:
+        text = data.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise invalid_args(
+            "read the task from standard input", "TASK -", "give the task as UTF-8 text"
+        ) from None
+    if not text.strip():
+        raise invalid_args("read the task from standard input", "TASK -", "standard input was empty: pipe the task in")
+    return text
 
 
 def _replay_json(report: ReplayReport) -> dict[str, Any]:
@@ -165,7 +213,7 @@ def replay_cmd(
     run: Annotated[
         str | None,
         typer.Argument(
-            help="A run id or unique prefix. Default: the latest run that called a model.",
+            help="A run id or unique prefix. Default: the latest run (`runfold runs` lists it last).",
             show_default=False,
             metavar="RUN",
         ),
@@ -187,7 +235,7 @@ def replay_cmd(
     from runfold.api import Workspace
 
     with Workspace.open(workspace) as ws:
-        rid = ws.resolve_run(run) if run is not None else _last_run(ws)
+        rid = chosen_run(ws, run)
         report = ws.replay(rid)
     if as_json:
         echo_json(_replay_json(report))

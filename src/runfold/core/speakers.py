@@ -223,7 +223,8 @@ def render_opening(opening: str, *, task: str, goal: str = "", handed_down_by: s
     - `from_job`: one line pointing at the job file in the frozen prefix and naming who handed
       the task down (the task itself is in the prefix, so it is not repeated);
     - `inherited` (forks): who handed it down, then `<task>…</task>` and `<goal>…</goal>` with
-      the bodies escaped by `escape_body` (`<`, `>`, `&`, and line breaks);
+      the bodies escaped by `escape_body` (`<`, `>`, `&`, and line breaks); an empty goal is
+      omitted, `<goal>` line and all;
     - `with_person`: the person's words (`task`), verbatim.
 
     `handed_down_by` is escaped by `escape_body` (it is one line, whatever it holds). Raises
@@ -234,7 +235,8 @@ def render_opening(opening: str, *, task: str, goal: str = "", handed_down_by: s
     if opening == "from_job":
         return f"The task is in the job file above, handed down by {who}."
     if opening == "inherited":
-        return f"Handed down by {who}:\n<task>{escape_body(task)}</task>\n<goal>{escape_body(goal)}</goal>"
+        text = f"Handed down by {who}:\n<task>{escape_body(task)}</task>"
+        return f"{text}\n<goal>{escape_body(goal)}</goal>" if goal else text
     if opening == "with_person":
         if not task.strip():
             raise invalid_args(

@@ -145,8 +145,6 @@ async def _drive(
         return dict(hubs[0].send_letter(run_id, room_addr, to, text))
 
     ctx = ToolContext(workspace=host.root, room=room_addr, run_id=run_id, messenger=messenger)
-    if room_addr is not None:
-        ctx.ensure_room()
     prefix = build_prefix(
         dialect=provider.dialect,
         model=provider.model,
@@ -175,9 +173,11 @@ async def _drive(
     steers = hooks.steers if hooks.steers is not None else asyncio.Queue()
     async with host.shared_writer() as (ledger, hub):
         hubs[0] = hub
+        if room_addr is not None:
+            ctx.ensure_room()  # under the writer lock: a refused run creates nothing
         plan = None
         if mother is not None:
-            plan, note = _plan(spec, ledger, mother, run_id)
+            plan, note = _plan(spec, ledger, mother, run_id, provider.model)
             if note is not None:
                 options = dataclasses.replace(options, note=note)
         control = hub.register(run_id, cancel, steers) if hub is not None else None
@@ -217,8 +217,11 @@ async def _drive(
         return outcome
 
 
-def _plan(spec: RunSpec, ledger: Ledger, mother: str, run_id: str) -> tuple[fold_api.ForkPlan, str | None]:
-    """The fork plan of a fork or successor of `mother` (DESIGN.md §7), and a successor's note."""
+def _plan(
+    spec: RunSpec, ledger: Ledger, mother: str, run_id: str, model: str
+) -> tuple[fold_api.ForkPlan, str | None]:
+    """The fork plan of a fork or successor of `mother` (DESIGN.md §7) whose `run_started`
+    records `model`, the model it calls, and a successor's note."""
     lines = fold_api.lineage_lines(ledger.run_records, mother)
     at = spec.fork[1] if spec.fork is not None else lines[mother][-1].seq
     note = None
@@ -240,6 +243,7 @@ def _plan(spec: RunSpec, ledger: Ledger, mother: str, run_id: str) -> tuple[fold
         task=spec.task if spec.task.strip() else None,
         goal=spec.goal if spec.goal.strip() else None,
         predecessor=mother if spec.continues is not None else None,
+        model=model,
     )
     return plan, note
 

@@ -560,14 +560,17 @@ class RunLoop:
             self._steer = STALL_STEER.format(n=self._repeats)
         elif self._repeats > STALL_REPEATS:
             self._write(WatchdogFired(reason="repeat", attempt=self._repeats), who=RUNTIME)
+            what = (
+                f"the model took the same action {self._repeats} times in a row, even after a "
+                "corrective steer"
+            )
             err = RunfoldError(
                 ErrorCode.LOOP_SUSPECTED,
-                f"continue the run (the model took the same action {self._repeats} times in a row, "
-                "after a corrective steer)",
+                f"take another turn (the stall guard stopped the run: {what})",
                 f"run {self.run_id}",
                 "fork the run before the loop and steer it differently, or change the task",
             )
-            return Stop.failed(err)
+            return Stop(FAILED, f"the stall guard stopped the run: {what} ({err.code.value})", error=err)
         return None
 
     # ---- the wave ---------------------------------------------------------------------------------

@@ -31,6 +31,15 @@ def new_run_id() -> RunId:
     return run_id_v7(now_ms(), os.urandom(10))
 
 
+def _encodable(text: str) -> bool:
+    """Whether `text` encodes as UTF-8 (a lone surrogate, e.g. an undecodable byte of argv, does not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One run as asked for; None means "not given: take the workspace default".
@@ -57,7 +66,8 @@ class RunSpec:
       starts (`require_key`), `record` starts a fresh file, and errors name the command's
       options (`--max-turns`).
 
-    Raises `E_INVALID_ARGS` for `fork` together with `continues` and for `max_turns` < 1.
+    Raises `E_INVALID_ARGS` for `fork` together with `continues`, for `max_turns` < 1, and for a
+    `task`, `goal` or `room` that is not valid Unicode (a lone surrogate: nothing is created).
     """
 
     task: str
@@ -76,6 +86,12 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         _check_types(self)
+        for name, flag, text in (("task", "TASK", self.task), ("goal", "--goal", self.goal), ("room", "--room", self.room)):
+            if not _encodable(text):
+                given = flag if self.command_line else name
+                raise invalid_args(
+                    "run an agent", given, f"give {given} as text that is valid Unicode (it holds undecodable bytes)"
+                )
         if self.continues is not None and self.fork is not None:
             raise invalid_args("continue a run", "fork", "give either `continues` or `fork`, not both")
         if self.max_turns is not None and self.max_turns < 1:

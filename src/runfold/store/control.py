@@ -24,7 +24,7 @@ from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.ids import is_run_id
 from runfold.store.durable import fsync_dir, replace_durably
 from runfold.store.layout import Layout
-from runfold.store.locks import LockHeld, take_pid_lock
+from runfold.store.locks import LockHeld, lock_held, take_pid_lock
 
 SIGNAL_TYPES: Final = ("steer", "cancel")
 """`type` of a request: words for the run (`steer_received`) or a cancel (`cancel_received`)."""
@@ -333,21 +333,8 @@ class ControlDir:
     # ---- the owner --------------------------------------------------------------------------
 
     def owner_present(self) -> bool:
-        """True when a process holds `owner.lock` (tested with a shared non-blocking lock that is
-        released at once; a missing file means no owner)."""
-        try:
-            fd = os.open(self.owner_lock, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return False
-        finally:
-            os.close(fd)
+        """True when a process holds `owner.lock` (`locks.lock_held`; a missing file means no owner)."""
+        return lock_held(self.owner_lock)
 
     def owner_pid(self) -> str:
         """The pid the owner wrote in `owner.lock` ("unknown" when unreadable)."""

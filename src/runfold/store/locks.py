@@ -46,6 +46,26 @@ def pid_alive(text: str) -> bool:
     return True
 
 
+def lock_held(path: Path) -> bool:
+    """Whether a live process holds the `flock` on `path` (tried with a shared non-blocking lock,
+    released at once; a missing file means no holder). The kernel releases a dead process's
+    lock, so a reader tells a live writer from a dead one without writing anything. A lock this
+    process holds through another open file counts as held."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def _holder(fd: int) -> str:
     return os.pread(fd, _PID_BYTES, 0).decode("utf-8", "replace").strip() or "unknown"
 
@@ -82,4 +102,4 @@ def take_pid_lock(path: Path, *, wait_s: float, poll_s: float, wait_for_live_hol
     return fd
 
 
-__all__ = ["LockHeld", "pid_alive", "take_pid_lock"]
+__all__ = ["LockHeld", "lock_held", "pid_alive", "take_pid_lock"]

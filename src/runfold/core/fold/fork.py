@@ -52,16 +52,19 @@ def plan_fork(
     goal: str | None = None,
     who: str = "person",
     predecessor: str | None = None,
+    model: str | None = None,
 ) -> ForkPlan:
     """Plan a fork of `mother` at `at_seq` (DESIGN.md §7).
 
     `lines_by_run` holds the mother's lineage (see `fold.run.fold_run`); `tail` is the ledger's
     last seq; `new_run` the new run's UUID; `task`/`goal` replace the mother's (default: the
     mother's own); `who` authors the lines and is named as who handed the task down;
-    `predecessor` (a run id, normally the mother) makes the new run its successor (continue).
+    `predecessor` (a run id, normally the mother) makes the new run its successor (continue);
+    `model` is the model the new run calls (what its `run_started.model` records; default: the
+    mother's, for a fork that is written and not run).
 
-    The new `run_started` copies the mother's `job`, `skills`, `policy`, `effort`, `model` and
-    address, and sets `opening: inherited`, `parent: mother`, `dispatched_by: who`.
+    The new `run_started` copies the mother's `job`, `skills`, `policy`, `effort`, `model` (unless
+    `model` is given) and address, and sets `opening: inherited`, `parent: mother`, `dispatched_by: who`.
 
     Raises `E_INVALID_ARGS` when `at_seq` is past `tail` (naming the tail) or not a line of the
     mother's lineage (naming the valid ranges) — never clamped —, when `new_run` is not a
@@ -95,7 +98,7 @@ def plan_fork(
             "policy": started.policy,
             "opening": "inherited",
             "effort": started.effort,
-            "model": started.model,
+            "model": started.model if model is None else model,
         }
     )
     forked = RunForked.from_data({"from": mother, "at_seq": fold.cut})

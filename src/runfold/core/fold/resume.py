@@ -131,6 +131,8 @@ class _RunState:
     turns: int = 0
     frozen: bool = False
     handed_off: bool = False
+    lines: int = 0
+    forked: bool = False
     open_calls: dict[str, tuple[int, str]] = field(default_factory=dict)
     asked: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     """The open wave's calls with no `tool_called` yet: id → (reply seq, name, args)."""
@@ -138,8 +140,10 @@ class _RunState:
 
 class ResumeScan:
     """Feed lines in seq order (`feed`), then read `plan()`. Lines of the workspace run (nil
-    UUID) are skipped; a run's state starts at its first fed line, so feeding only the lines
-    after a seq at which no run was open and no call dangled gives the same plan as feeding all."""
+    UUID) are skipped; a fork that was never run (its lines are only `run_started` and
+    `run_forked`: no process ran it, so none died) is not lost (see `not_started`). A run's
+    state starts at its first fed line, so feeding only the lines after a seq at which no run
+    was open and no call dangled gives the same plan as feeding all."""
 
     def __init__(self) -> None:
         self._runs: dict[str, _RunState] = {}
@@ -154,7 +158,9 @@ class ResumeScan:
         if st is None:
             st = self._runs[run] = _RunState(rec.seq, rec.seq, rec.env.addr)
         st.last_seq = rec.seq
+        st.lines += 1
         kind = rec.env.kind
+        st.forked = st.forked or kind == Kind.RUN_FORKED.value
         st.handed_off = kind == Kind.HANDOFF_WRITTEN.value
         if kind == Kind.RUN_STARTED.value:
             st.task = rec.typed(RunStarted).task
@@ -185,7 +191,7 @@ class ResumeScan:
         for run, st in self._runs.items():
             for call_id, (seq, name) in st.open_calls.items():
                 dangling.append(DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen))
-            if not st.frozen:
+            if not st.frozen and not (st.forked and st.lines == 2):
                 lost.append(
                     LostRun(run, st.first_seq, st.last_seq, st.addr, st.task, st.turns, st.handed_off)
                 )
@@ -295,13 +301,21 @@ def resume_drafts(
     return drafts
 
 
+def not_started(lines: Sequence[Record]) -> bool:
+    """Whether a run's own `lines` (seq order) are those of a fork that was never run: exactly
+    `run_started` then `run_forked` (DESIGN.md §5 dispatch), nothing after. Resume leaves such a
+    run as it is, and the runs fold shows it as `not_started`, never as a dead process."""
+    return len(lines) == 2 and lines[1].env.kind == Kind.RUN_FORKED.value
+
+
 def successor_note(run: str, lines: Sequence[Record]) -> str | None:
     """The `runtime:` note a successor of `run` starts with (DESIGN.md §7 continue): why the run
     stopped (the process died, its turn ceiling, the person's cancel, an error, or it had
-    finished) and, for the run's last wave, each call whose outcome is unknown (cut off in
-    flight: check its effect first) and each call that never started (call it again if still
-    needed), named by tool and call id. `lines` are the run's own lines in seq order. None when
-    the run has no `run_frozen` (still running)."""
+    finished, or it was forked and never run) and, for the run's last wave, each call whose
+    outcome is unknown (cut off in flight: check its effect first) and each call that never
+    started (call it again if still needed), named by tool and call id. `lines` are the run's own
+    lines in seq order. None when the run has no `run_frozen` (still running), unless it is a
+    fork that was never run (`not_started`)."""
     frozen: RunFrozen | None = None
     unknown: list[str] = []
     unstarted: list[str] = []
@@ -320,9 +334,11 @@ def successor_note(run: str, lines: Sequence[Record]) -> str | None:
                 unstarted.append(named)
             elif result.error is not None and result.error.get("code") == ErrorCode.TOOL_OUTCOME_UNKNOWN.value:
                 unknown.append(named)
-    if frozen is None:
+    if frozen is None and not not_started(lines):
         return None
-    if not called:
+    if frozen is None:
+        why = "was forked and not started"
+    elif not called:
         why = "had not called a model yet"
     elif frozen.cause == PROCESS_DIED:
         why = "stopped when the process running it died"

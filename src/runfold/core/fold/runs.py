@@ -21,7 +21,11 @@ from runfold.core.kinds import Kind
 from runfold.core.payloads import ModelCalled, ModelReturned, RunForked, RunFrozen, RunStarted, ToolResult
 from runfold.core.records import Record
 
-Status = Literal["running", "done", "limit", "cancelled"]
+Status = Literal["running", "done", "limit", "cancelled", "not_started", "died"]
+"""A run's status as the runs fold reads it: `done`, `limit`, `cancelled` from its `run_frozen`;
+`not_started`, a fork that was never run (`resume.not_started`); `running`, no `run_frozen`
+yet; `died`, no `run_frozen` and no live process holds the writer lock (`owner_gone`): the
+process running it died and no writer has resumed the workspace since (DESIGN.md §7)."""
 Relation = Literal["fork", "delegation", "successor"]
 
 TOKEN_KEYS: tuple[str, ...] = ("input", "output", "cache_read", "cache_write")
@@ -350,7 +354,19 @@ def run_summaries(records: Iterable[Record], prices: Pricing | None = None) -> l
         s.last_seq = rec.seq
         s.lines += 1
         _summarize(s, rec)
+    for s in by_run.values():
+        if s.status == "running" and s.lines == 2 and s.forked_from is not None:
+            s.status = "not_started"  # run_started and run_forked only (resume.not_started)
     return sorted(by_run.values(), key=lambda s: s.first_seq)
+
+
+def owner_gone(summaries: Sequence[RunSummary]) -> None:
+    """Mark every `running` run of `summaries` as `died`: call it when no live process holds
+    the workspace's writer lock, so no run can still be running (DESIGN.md §7: the next writer
+    freezes them as `cancelled`, `process_died`)."""
+    for s in summaries:
+        if s.status == "running":
+            s.status = "died"
 
 
 # ---- the tree -------------------------------------------------------------------------------
@@ -404,10 +420,15 @@ def _tree_runs(nodes: Sequence[TreeNode]) -> list[str]:
 
 
 def status_text(s: RunSummary) -> str:
-    """`done`, `limit`, `cancelled (process_died)`, `running`, or `failed (E_CODE)` for a run an
-    error froze (the ledger says `cancelled` with `cause: error`, DESIGN.md §4 has no `failed`)."""
+    """`done`, `limit`, `cancelled (process_died)`, `running`, `not started`, `died, not yet
+    resumed`, or `failed (E_CODE)` for a run an error froze (the ledger says `cancelled` with
+    `cause: error`, DESIGN.md §4 has no `failed`)."""
     if s.cause == "error":
         return f"failed ({s.error_code or 'error'})"
+    if s.status == "not_started":
+        return "not started"
+    if s.status == "died":
+        return "died, not yet resumed"
     return f"{s.status} ({s.cause})" if s.cause else s.status
 
 
