@@ -31,7 +31,7 @@ class Index:
 
     `open_writer` / `open_reader` verify the ledger with one scan (feeding the index the lines it
     lacks) and return that scan's result; `rebuild` starts the file over from a full scan;
-    `entry`, `run_entries`, `runs`, `prepare_batch` and `add_rows` read and extend it; `close` flushes (a sound writer) or drops unflushed rows, and releases the index lock.
+    `entry`, `run_entries`, `runs`, `flush_due`, `prepare_batch` and `add_rows` read and extend it; `close` flushes (a sound writer) or drops unflushed rows, and releases the index lock.
     Not thread-safe: one thread at a time (the writer's, or its sync helper while the writer
     waits for it).
     """
@@ -156,6 +156,11 @@ class Index:
         """Every run id in order of first appearance, without the workspace (nil) run."""
         return self.file().runs()
 
+    def flush_due(self) -> bool:
+        """True when the next `prepare_batch` writes the rows held in memory to the file."""
+        idx = self.file()
+        return idx.autoflush and idx.flush_due()
+
     def prepare_batch(self, seq: int, seg: int, off: int, records: Sequence[Record]) -> Rows:
         """The rows of a batch being made durable: consecutive `records` from `seq`, laid out
         from `off` of segment `seg`, built without adding them (`add_rows` does, once the batch
@@ -164,7 +169,7 @@ class Index:
         this on its sync helper during the batch's fdatasync. Raises `sqlite3.Error` when that
         write fails."""
         idx = self.file()
-        if idx.autoflush and idx.flush_due():
+        if self.flush_due():
             idx.flush(full=False)
         return idx.rows_for(seq, seg, off, [(len(r.raw), r.hash, r.env.run) for r in records])
 

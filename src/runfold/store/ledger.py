@@ -36,6 +36,8 @@ SEGMENT_BYTES = 64 << 20
 """A segment rolls over once it holds at least this many bytes (64 MiB)."""
 RUNTIME = "runtime"
 """The author of lines the runtime writes about itself."""
+OVERLAP_LINES = 50
+"""Batches of this many lines build their index rows on the sync helper (smaller: the handoff costs more)."""
 
 
 def now_ms() -> int:
@@ -129,7 +131,6 @@ class Ledger:
         self._pending: list[Record] = []
         self._stager = Stager()
         self._while_syncing = WhileSyncing()
-        """Prepares each batch's index rows while its fdatasync runs (see `flush`)."""
         self._entry_checker = LineChecker()
         """Checks lines read through the index, restarted at each entry's seq and prev; it
         keeps the run ids it has seen well-formed, so a run's lines skip that regex."""
@@ -355,9 +356,9 @@ class Ledger:
         buf = b"\n".join([r.raw for r in records] + [b""])
         cutting = self._cut_after_next_write
         index = self._index
-        # the batch's index rows are built on the sync helper during the fdatasync, and added
-        # only once it has returned
+        # index rows: built during the fdatasync (on the helper, when worth a handoff), added after it
         rows_job = partial(index.prepare_batch, records[0].seq, self._segments[-1][0], start, records)
+        overlap = len(records) >= OVERLAP_LINES or index.flush_due()
         try:
             written = 0
             view = memoryview(buf)
@@ -368,7 +369,11 @@ class Ledger:
                 written += n
             if cutting:
                 os.ftruncate(fd, start + len(buf))
-            rows = self._while_syncing.run(rows_job, lambda: self.io.sync(fd))
+            if overlap:
+                rows = self._while_syncing.run(rows_job, lambda: self.io.sync(fd))
+            else:
+                self.io.sync(fd)
+                rows = rows_job()
         except OSError as exc:
             self._poison(exc, None if cutting else start)
             assert self._poisoned is not None
