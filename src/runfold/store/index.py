@@ -18,7 +18,8 @@ from pathlib import Path
 from runfold.core.canonical import Envelope, chain_hash
 from runfold.core.chain import LineChecker
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.store.index_file import FLUSH_ROWS, INDEX_FILE, SCAN_FLUSH_ROWS, Entry, LedgerIndex
+from runfold.core.records import Record
+from runfold.store.index_file import FLUSH_ROWS, INDEX_FILE, SCAN_FLUSH_ROWS, Entry, LedgerIndex, Rows
 from runfold.store.layout import Layout
 from runfold.store.verify import Progress, ScanResult, SegmentList, scan
 
@@ -30,8 +31,9 @@ class Index:
 
     `open_writer` / `open_reader` verify the ledger with one scan (feeding the index the lines it
     lacks) and return that scan's result; `rebuild` starts the file over from a full scan;
-    `entry`, `run_entries`, `runs` and `add_lines` read and extend it; `close` flushes (a sound
-    writer) or drops unflushed rows, and releases the index lock. Not thread-safe.
+    `entry`, `run_entries`, `runs`, `flush_due`, `prepare_batch` and `add_rows` read and extend it; `close` flushes (a sound writer) or drops unflushed rows, and releases the index lock.
+    Not thread-safe: one thread at a time (the writer's, or its sync helper while the writer
+    waits for it).
     """
 
     def __init__(self, layout: Layout) -> None:
@@ -154,10 +156,27 @@ class Index:
         """Every run id in order of first appearance, without the workspace (nil) run."""
         return self.file().runs()
 
-    def add_lines(self, seq: int, seg: int, off: int, lines: Sequence[tuple[int, str, str]]) -> None:
-        """Rows for consecutive durable lines from `seq`, laid out from `off` of segment `seg`:
-        `(length, hash, run)` each (see `LedgerIndex.add_lines`)."""
-        self.file().add_lines(seq, seg, off, lines)
+    def flush_due(self) -> bool:
+        """True when the next `prepare_batch` writes the rows held in memory to the file."""
+        idx = self.file()
+        return idx.autoflush and idx.flush_due()
+
+    def prepare_batch(self, seq: int, seg: int, off: int, records: Sequence[Record]) -> Rows:
+        """The rows of a batch being made durable: consecutive `records` from `seq`, laid out
+        from `off` of segment `seg`, built without adding them (`add_rows` does, once the batch
+        is durable). First writes the rows held in memory when `flush_rows` of them wait: all
+        are rows of durable lines, so the file never runs ahead of the ledger. The writer runs
+        this on its sync helper during the batch's fdatasync. Raises `sqlite3.Error` when that
+        write fails."""
+        idx = self.file()
+        if self.flush_due():
+            idx.flush(full=False)
+        return idx.rows_for(seq, seg, off, [(len(r.raw), r.hash, r.env.run) for r in records])
+
+    def add_rows(self, rows: Rows) -> None:
+        """Add rows from `rows_for` once their lines are durable (the index never runs ahead
+        of the ledger)."""
+        self.file().add_rows(rows)
 
     # ---- closing ---------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from array import array
 from collections.abc import Sequence
 from itertools import accumulate, count
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.store.index_blocks import (
@@ -64,6 +64,24 @@ SCAN_FLUSH_ROWS = 1 << 18
 PAGE_BYTES = 16384
 """SQLite page size of a new index file: fewer, larger pages per flush (measured: about 15%
 less flush time than 4 KiB pages)."""
+
+
+class Rows(NamedTuple):
+    """Index rows of consecutive lines built by `LedgerIndex.rows_for`, in the stored form of
+    `Block`, for `LedgerIndex.add_rows`."""
+
+    seq: int
+    """The seq of the first row."""
+    runs_known: int
+    """How many runs the index listed when the rows were built (`rids` past it are new)."""
+    seg: int
+    offs: list[int]
+    lens: Sequence[int]
+    rids: list[int]
+    hashes: bytes
+    new_runs: list[str]
+    """Runs first seen in these rows, in the order of their new ids."""
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
@@ -122,7 +140,11 @@ class LedgerIndex:
         return names <= set(_TABLES)
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(":memory:" if self.path is None else str(self.path), isolation_level=None)
+        # not bound to its thread: a writer's flush may run on the ledger's sync helper, one
+        # user at a time (`runfold.store.while_syncing`)
+        db = sqlite3.connect(
+            ":memory:" if self.path is None else str(self.path), isolation_level=None, check_same_thread=False
+        )
         db.execute(f"PRAGMA page_size={PAGE_BYTES}")  # takes effect only in a new file
         db.execute("PRAGMA journal_mode=WAL" if self.path is not None else "PRAGMA journal_mode=MEMORY")
         db.execute("PRAGMA synchronous=OFF")
@@ -306,7 +328,7 @@ class LedgerIndex:
         self._lens.append(length)
         self._rids.append(rid)
         self._hashes += h
-        if self.autoflush and seq + 1 - self._flushed_next >= self.flush_rows:
+        if self.autoflush and self.flush_due():
             self.flush(full=False)
 
     def add_lines(self, seq: int, seg: int, off: int, lines: Sequence[tuple[int, str, str]]) -> None:
@@ -315,27 +337,54 @@ class LedgerIndex:
         given as (length in bytes without its newline, BLAKE3 hex, run id); the next line
         starts one byte (the newline) after the previous one. Same rows as `add` per line.
         Raises ValueError when a hash is not 64 hex digits (nothing added)."""
+        self.add_rows(self.rows_for(seq, seg, off, lines))
+        if self.autoflush and self.flush_due():
+            self.flush(full=False)
+
+    def rows_for(self, seq: int, seg: int, off: int, lines: Sequence[tuple[int, str, str]]) -> Rows:
+        """The rows `add_lines` would add for `lines` (same arguments, same ValueErrors), built
+        without changing the index: `add_rows` adds them, unless rows were added in between."""
         if seq != self.next_seq:
             raise ValueError(f"index rows must be added in order: got seq {seq}, expected {self.next_seq}")
         if not lines:
-            return
+            return Rows(seq, len(self._run_order), seg, [], (), [], b"", [])
         lens, digests, runs = zip(*lines, strict=True)
         hashes = bytes.fromhex("".join(digests))
-        n = len(lens)
-        if len(hashes) != HASH_BYTES * n:
+        if len(hashes) != HASH_BYTES * len(lens):
             raise ValueError(f"index rows from seq {seq}: a hash is not 64 hex digits")
         found = list(map(self._run_ids.get, runs))
-        if None in found:  # a run seen for the first time
-            rids = [self._run_ids.get(run) or self._new_run(run) for run in runs]
-        else:
-            rids = cast(list[int], found)
-        self._segs += [seg] * n
-        self._offs.extend(accumulate(lens[:-1], initial=off - seq))  # off - seq: see Block
-        self._lens.extend(lens)
-        self._rids += rids
-        self._hashes += hashes
-        if self.autoflush and seq + n - self._flushed_next >= self.flush_rows:
-            self.flush(full=False)
+        new_runs: list[str] = []
+        if None in found:  # a run seen for the first time: the ids `_new_run` will give
+            fresh: dict[str, int] = {}
+            first_id = len(self._run_order) + 1
+            for i, run in enumerate(runs):
+                if found[i] is None:
+                    rid = fresh.get(run)
+                    if rid is None:
+                        rid = fresh[run] = first_id + len(new_runs)
+                        new_runs.append(run)
+                    found[i] = rid
+        offs = list(accumulate(lens[:-1], initial=off - seq))  # off - seq: see Block
+        return Rows(seq, len(self._run_order), seg, offs, lens, cast(list[int], found), hashes, new_runs)
+
+    def add_rows(self, rows: Rows) -> None:
+        """Add rows built by `rows_for` (no automatic flush: see `flush_due`). Raises
+        ValueError when rows were added since they were built (nothing added)."""
+        if rows.seq != self.next_seq or rows.runs_known != len(self._run_order):
+            raise ValueError(f"index rows were built for seq {rows.seq}; the index is at seq {self.next_seq}")
+        for run in rows.new_runs:
+            self._new_run(run)
+        n = len(rows.lens)
+        self._segs += [rows.seg] * n
+        self._offs += rows.offs
+        self._lens += rows.lens
+        self._rids += rows.rids
+        self._hashes += rows.hashes
+
+    def flush_due(self) -> bool:
+        """True when `flush_rows` rows or more wait to be written (what the automatic flush
+        of `add` and `add_lines` asks before flushing with `full=False`)."""
+        return self.next_seq - self._flushed_next >= self.flush_rows
 
     def flush(self, *, full: bool = True) -> None:
         """Write rows not yet in SQLite in one transaction (no fsync: the index is disposable):

@@ -14,6 +14,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -29,12 +30,14 @@ from runfold.store.layout import Layout, list_segments
 from runfold.store.locks import LockHeld, take_pid_lock
 from runfold.store.staging import Stager
 from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir
+from runfold.store.while_syncing import WhileSyncing
 
 SEGMENT_BYTES = 64 << 20
 """A segment rolls over once it holds at least this many bytes (64 MiB)."""
 RUNTIME = "runtime"
 """The author of lines the runtime writes about itself."""
-"""Checked run ids / addresses remembered per writer before the sets are cleared."""
+OVERLAP_LINES = 50
+"""Batches of this many lines build their index rows on the sync helper (smaller: the handoff costs more)."""
 
 
 def now_ms() -> int:
@@ -127,6 +130,7 @@ class Ledger:
         self._closed = False
         self._pending: list[Record] = []
         self._stager = Stager()
+        self._while_syncing = WhileSyncing()
         self._entry_checker = LineChecker()
         """Checks lines read through the index, restarted at each entry's seq and prev; it
         keeps the run ids it has seen well-formed, so a run's lines skip that regex."""
@@ -351,6 +355,10 @@ class Ledger:
         start = self._size
         buf = b"\n".join([r.raw for r in records] + [b""])
         cutting = self._cut_after_next_write
+        index = self._index
+        # index rows: built during the fdatasync (on the helper, when worth a handoff), added after it
+        rows_job = partial(index.prepare_batch, records[0].seq, self._segments[-1][0], start, records)
+        overlap = len(records) >= OVERLAP_LINES or index.flush_due()
         try:
             written = 0
             view = memoryview(buf)
@@ -361,15 +369,18 @@ class Ledger:
                 written += n
             if cutting:
                 os.ftruncate(fd, start + len(buf))
-            self.io.sync(fd)
+            if overlap:
+                rows = self._while_syncing.run(rows_job, lambda: self.io.sync(fd))
+            else:
+                self.io.sync(fd)
+                rows = rows_job()
         except OSError as exc:
             self._poison(exc, None if cutting else start)
             assert self._poisoned is not None
             raise self._poisoned from exc
         # durable: advance
         self._cut_after_next_write = False
-        seg = self._segments[-1][0]
-        self._index.add_lines(records[0].seq, seg, start, [(len(r.raw), r.hash, r.env.run) for r in records])
+        index.add_rows(rows)
         self._size = start + len(buf)
         self._next_seq = records[-1].seq + 1
         self._head = records[-1].hash
@@ -658,6 +669,7 @@ class Ledger:
             return
         self._closed = True
         self._pending = []  # staged, never flushed: dropped (DESIGN.md §5 durability points)
+        self._while_syncing.close()
         try:
             self._index.close(keep=self.writer and self._poisoned is None)
         finally:

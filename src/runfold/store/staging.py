@@ -77,7 +77,8 @@ class Stager:
         encode = encode_json
         version = FORMAT_VERSION
         envelope, record = Envelope, Record  # locals: looked up once per batch, not per line
-        for i, d in enumerate(drafts):
+        first = seq
+        for d, data in zip(drafts, datas, strict=True):
             t = d.t
             if t is None:
                 t = clock
@@ -90,7 +91,7 @@ class Stager:
                 and (addr is None or addr in addrs_ok)
                 and (t is clock or (type(t) is int and I64_MIN <= t <= _I64_MAX))
             ):
-                check_draft(d, t, i)  # raises naming the field, or the draft is well-formed
+                check_draft(d, t, seq - first)  # raises naming the field, or the draft is well-formed
                 if len(runs_ok) >= _CACHE_MAX or len(addrs_ok) >= _CACHE_MAX:
                     runs_ok.clear()
                     addrs_ok.clear()
@@ -98,10 +99,10 @@ class Stager:
                 if addr is not None:
                     addrs_ok.add(addr)
             env = envelope(
-                v=version, run=run, seq=seq, prev=head, t=t, who=who, addr=addr, kind=kind, data=datas[i],
+                v=version, run=run, seq=seq, prev=head, t=t, who=who, addr=addr, kind=kind, data=data,
                 ig=bool(d.ig),
             )  # fmt: skip
-            raw = _encode_draft(env, i) if careful else encode(env)
+            raw = _encode_draft(env, seq - first) if careful else encode(env)
             update(raw)
             head = digest().hex()
             reset()
