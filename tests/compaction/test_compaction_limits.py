@@ -6,6 +6,7 @@ system share takes from the conversation, one larger than the input window is re
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -332,4 +333,36 @@ def test_a_successor_on_another_model_with_a_smaller_window_is_compacted_before_
     turns = [t for _, t, summary in request_measures(lines, plen) if not summary]
     assert turns and all(t <= budget for t in turns), (turns, budget)
     check_run(ws, second.run_id, small.requests)
+    ws.close()
+
+
+# ---- failed summaries back off ------------------------------------------------------------------
+
+
+def test_failed_summaries_are_not_retried_at_every_boundary_and_the_wait_is_folded(tmp_path: Path) -> None:
+    """A model that answers every summary call with no text: the summary is tried again only
+    after 1, 2, 4 … turns (core.compaction.SummaryBackoff), each failure recorded, and the wait
+    folds from the ledger's lines (what a fork or successor feeds its window manager)."""
+    from runfold.core.compaction import SummaryBackoff
+
+    root = tmp_path / "ws"
+    ws = workspace(root, window=6000, extra='compaction = ["summary"]')
+    _files(root, 14, 20)
+    turns = [reply(say(f"step {i}: " + "thinking aloud " * 200), read(f"c{i}", f"f{i}.txt")) for i in range(14)]
+    p = two_scripts([*turns, reply(say("all read"))], [reply(say("  "))] * 14)
+    out = ws.run("read every file", model=p, builtin_tools=["read_file"])
+    assert out.completion == "done", out.reason
+    lines = ws.records(run=out.run_id)
+    failed = [r for r in lines if r.kind is Kind.CONTEXT_CHANGED and "failed" in r.env.data]
+    turn_calls = [r for r in lines if r.kind is Kind.MODEL_CALLED and r.env.data.get("purpose") != "compaction"]
+    assert len(failed) >= 3, [r.env.data for r in failed]
+    assert len(failed) < len(turn_calls) - 3  # not tried at every boundary over budget
+    for k, (a, b) in enumerate(itertools.pairwise(failed), start=1):
+        waited = sum(1 for r in turn_calls if a.seq < r.seq < b.seq)
+        assert waited >= min(2 ** (k - 1), 64), (k, waited)
+    folded = SummaryBackoff()
+    for rec in lines:
+        folded.feed(rec)
+    assert folded.failures == len(failed)
+    check_run(ws, out.run_id, p.requests)
     ws.close()

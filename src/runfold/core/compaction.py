@@ -211,6 +211,47 @@ def change_data(change: Change) -> dict[str, Json]:
     return {"strategy": SUMMARY, "through": change.through, "summary": change.summary}
 
 
+SUMMARY_BACKOFF_CAP: Final = 64
+"""The most turns a run waits before it tries a summary again after failed ones."""
+
+
+@dataclass
+class SummaryBackoff:
+    """Failed summaries in a row and the run's model calls since the last one, folded from a
+    lineage in ledger order (so a fork or successor waits as its mother would have): after the
+    k-th failure in a row the `summary` strategy waits `2**(k-1)` turns (at most
+    `SUMMARY_BACKOFF_CAP`) before it is tried again, so a model that cannot summarise is not
+    asked at every boundary (DESIGN.md §10: the run goes on under the cheaper strategies). A
+    summary that changes the window resets it. Feed every line, inherited ones first; the live
+    loop counts a turn with `turn()`."""
+
+    failures: int = 0
+    turns_since: int = 0
+
+    def feed(self, rec: Record) -> None:
+        if not rec.known:
+            return
+        if rec.kind is Kind.MODEL_CALLED:
+            if not is_compaction_call(rec.typed(ModelCalled)):
+                self.turn()
+        elif rec.kind is Kind.CONTEXT_CHANGED:
+            changed = rec.typed(ContextChanged)
+            if changed.region == "conversation" and changed.extra.get("strategy") == SUMMARY:
+                if isinstance(changed.extra.get("failed"), str):
+                    self.failures += 1
+                    self.turns_since = 0
+                else:
+                    self.failures = 0
+
+    def turn(self) -> None:
+        """One model call of the run's own turns (not a summary call)."""
+        self.turns_since += 1
+
+    def ready(self) -> bool:
+        """Whether the summary strategy may be tried at this boundary."""
+        return self.failures == 0 or self.turns_since >= min(2 ** (self.failures - 1), SUMMARY_BACKOFF_CAP)
+
+
 # ---- reminders ------------------------------------------------------------------------------
 
 REMINDER_THRESHOLDS: Final = "thresholds"

@@ -38,8 +38,21 @@ FORCED_HEAD_SHARE: Final = 8
 def should_offload(content: bytes, settings: ContextSettings, budget_bytes: int | None = None) -> bool:
     """True when a tool result's window content (`content`, the printer's UTF-8 bytes) is larger
     than `settings.offload_bytes`, or alone larger than the whole conversation budget
-    (`budget_bytes`, when the run's window is managed) — DESIGN.md §10."""
-    return len(content) > settings.offload_bytes or (budget_bytes is not None and len(content) > budget_bytes)
+    (`budget_bytes`, when the run's window is managed), and the content that would replace it
+    (`offloaded_content`: head, locator, size) is smaller than it: an offload never makes the
+    window bigger (DESIGN.md §10)."""
+    if not (len(content) > settings.offload_bytes or (budget_bytes is not None and len(content) > budget_bytes)):
+        return False
+    return stub_bytes(content, settings, budget_bytes) < len(content)
+
+
+def stub_bytes(content: bytes, settings: ContextSettings, budget_bytes: int | None = None) -> int:
+    """The size in bytes of the `tool_result` content an offload of `content` puts in the window
+    (`offloaded_content`: the locator's length is fixed, so it is exact before the CAS stores it)."""
+    probe = ResultOffloaded(
+        tool_use_id="", locator="cas:b3-" + "0" * 64, head=utf8_head(content, head_bytes(settings, budget_bytes)), bytes=len(content)
+    )
+    return len(offloaded_content(probe).encode("utf-8"))
 
 
 def head_bytes(settings: ContextSettings, budget_bytes: int | None = None) -> int:

@@ -21,6 +21,7 @@ from runfold.core.compaction import (
     SUMMARY,
     Change,
     Reminded,
+    SummaryBackoff,
     apply_change,
     change_data,
     is_compaction_call,
@@ -195,6 +196,7 @@ class WindowManager:
         self.billed = _Billed()
         self.calibration: Calibration | None = None
         self.reminded = Reminded()
+        self.backoff = SummaryBackoff()
         self.compactions = 0
 
     def inherit(self, records: Iterable[Record]) -> None:
@@ -202,14 +204,18 @@ class WindowManager:
         repeats no reminder its mother gave in the current compaction cycle."""
         for rec in records:
             self.reminded.feed(rec)
+            self.backoff.feed(rec)
 
     def _write(self, payload: Payload, who: str | None = None) -> Record:
         rec = self.deps.write(payload, who)
         self.reminded.feed(rec)
+        self.backoff.feed(rec)
         return rec
 
     def observe(self, request_len: int, usage: Mapping[str, Any] | None) -> None:
-        """Learn tokens per byte from a billed call (`core.tokens.calibrate`)."""
+        """Learn tokens per byte from a billed call (`core.tokens.calibrate`); one turn of the
+        summary back-off (`core.compaction.SummaryBackoff`)."""
+        self.backoff.turn()
         if usage:
             self.calibration = self.billed.add(request_len, window_tokens(usage))
 
@@ -240,8 +246,10 @@ class WindowManager:
             for strategy in settings.compaction:
                 if strategy == CLEAR:
                     changed = self._clear(tokens)
-                else:
+                elif self.backoff.ready():
                     changed = await self._summary(tokens, applied)
+                else:  # failed summaries lately: wait (core.compaction.SummaryBackoff)
+                    changed = False
                 if changed:
                     applied.append(strategy)
                     tokens, _ = self.measure()
