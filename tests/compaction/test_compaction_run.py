@@ -105,3 +105,22 @@ def test_every_cut_of_a_compacted_run_validates_and_forks_see_their_side(tmp_pat
         assert fork.completion == "done", fork.reason
         check_run(ws, fork.run_id, q.requests)
     ws.close()
+
+
+def test_after_a_summary_every_block_lands_at_or_after_its_line(tmp_path: Path) -> None:
+    """`why` and `context` say where each block entered the window: a block a summary keeps keeps
+    its landing, the summary lands at its own line, and no block lands before the line that wrote it."""
+    from runfold.core.fold import fold_run
+
+    ws, out, _ = _summary_run(tmp_path, [reply(say("Read f0..f3."))] * 6)
+    summaries = [c for c in changes(ws.records(run=out.run_id)) if c["strategy"] == "summary"]
+    assert summaries
+    fold = fold_run(ws.lineage_lines(out.run_id), out.run_id, track_landing=True)
+    flat = [src for row in fold.sources for src in row]
+    assert fold.landed is not None and len(fold.landed) == len(flat)
+    for src, landed in zip(flat, fold.landed, strict=True):
+        assert landed >= src.seq, (src, landed)
+        if src.cause == "compaction":
+            assert landed == src.seq
+    assert fold.landed[0] == flat[0].seq  # the task landed when the run opened, not at the summary
+    ws.close()

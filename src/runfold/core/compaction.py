@@ -202,6 +202,25 @@ def apply_change(conv: Conversation, change: Change, seq: int) -> Conversation:
     )
 
 
+def landings_after(before: Conversation, after: Conversation, landed: Sequence[int], seq: int) -> list[int]:
+    """Where each block of `after` entered the window, given `landed` (one seq per block of
+    `before`, in order) and the compaction line `seq`: a block the change kept keeps its landing
+    (matched by its source line, cause and rank among that line's blocks, whatever object now
+    holds it); a block the change wrote (a summary, a cleared marker) lands at `seq`."""
+
+    def keys(conv: Conversation) -> list[tuple[int, str, int]]:
+        seen: dict[tuple[int, str], int] = {}
+        out = []
+        for row in conv.sources:
+            for src in row:
+                n = seen[(src.seq, src.cause)] = seen.get((src.seq, src.cause), -1) + 1
+                out.append((src.seq, src.cause, n))
+        return out
+
+    old = dict(zip(keys(before), landed, strict=True))
+    return [old.get(key, seq) for key in keys(after)]
+
+
 def change_data(change: Change) -> dict[str, Json]:
     """The strategy's own fields of a `context_changed` line (see `Change.of`)."""
     if change.strategy == CLEAR:

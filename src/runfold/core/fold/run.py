@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import NoReturn, assert_never
 
 from runfold.core.causes import Cause
-from runfold.core.compaction import Change, apply_change, is_compaction_call, steer_cause
+from runfold.core.compaction import Change, apply_change, is_compaction_call, landings_after, steer_cause
 from runfold.core.conversation import BlockSource, Conversation
-from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
+from runfold.core.errors import RunfoldError, invalid_args
 from runfold.core.fold.decisions import SAFE_PHASES, Phase
 from runfold.core.fold.lineage_steps import (
     Lineage,
@@ -42,6 +42,7 @@ from runfold.core.fold.lineage_steps import (
     not_in_lineage,
     through,
     typed,
+    unsupported,
 )
 from runfold.core.fold.region_step import region_step
 from runfold.core.fold.resume import closed_by_resume
@@ -327,20 +328,19 @@ class _Folder:
         function the live loop's line was fed through, so the window is the one it sent."""
         strategy = changed.extra.get("strategy")
         if strategy not in STRATEGIES:
-            raise RunfoldError(
-                ErrorCode.LOG_VERSION_UNSUPPORTED,
-                f"fold seq {rec.seq} (context_changed, field data.region conversation, data.strategy "
-                f"{strategy!r}): this build does not apply this conversation change",
-                f"run {rec.run}",
-                "upgrade runfold to a version that folds this compaction strategy; nothing was skipped",
-            )
+            fields = f"data.region conversation, data.strategy {strategy!r}"
+            unsupported(rec, fields, "conversation change", "compaction strategy")
         if changed.cause != Cause.COMPACTION:
             corrupt(rec, "data.cause", f"a conversation change with cause {changed.cause!r}, not compaction")
+        before = self.conv(rec)
         try:
             change = Change.of(changed.to_data())
-            self.st.conversation = apply_change(self.conv(rec), change, rec.seq)
+            self.st.conversation = after = apply_change(before, change, rec.seq)
         except RunfoldError as exc:
             corrupt(rec, exc.subject, exc.action)
+        if self.track:  # kept blocks keep their landing; what the change wrote lands at its line
+            self.st.landed = landings_after(before, after, self.st.landed, rec.seq)
+            self.blocks = after.block_count
         if change.failed is None:
             self.st.revision += 1
 
