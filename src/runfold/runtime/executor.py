@@ -586,8 +586,8 @@ class RunLoop:
         called: set[int] = set()
         wave_ms = now_ms()
 
-        def write_called(i: int, t: int) -> None:
-            self._write(tool_called_payload(reqs[i], self.registry), t=t)
+        def write_called(i: int, t: int, call: ToolCallRequest | None = None) -> None:
+            self._write(tool_called_payload(call or reqs[i], self.registry), t=t)
             self.regions.calling(reqs[i].id)
             called.add(i)
 
@@ -616,7 +616,7 @@ class RunLoop:
             self.points.take_steers()
             if self.points.cancel_set():
                 raise asyncio.CancelledError
-            write_called(i, now_ms())
+            write_called(i, now_ms(), call)  # with the process group an exec call holds
             self._flush()  # durable before a writing tool acts
 
         async def runner() -> tuple[list[ToolOutcome], bool]:
