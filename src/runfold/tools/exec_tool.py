@@ -224,7 +224,9 @@ async def exec_command(
         (no sandbox can be had here).
     """
     held = ctx.launched
-    started_launch = held if isinstance(held, Launch) and held.command == command else await launch(command, ctx)
+    started_launch = (
+        held if isinstance(held, Launch) and held.command == command else await launch(command, ctx)
+    )
     limit = min(timeout_s, ctx.exec_max_timeout_s)
     proc = started_launch.proc
     out, err = _Capture(ctx.exec_output_max_bytes), _Capture(ctx.exec_output_max_bytes)

@@ -46,7 +46,18 @@ def bwrap_problem() -> str | None:
         return "bubblewrap (`bwrap`) is not installed"
     try:
         done = subprocess.run(
-            [exe, *_isolation(network=False), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
+            [
+                exe,
+                *_isolation(network=False),
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "true",
+            ],
             capture_output=True,
             timeout=PROBE_TIMEOUT_S,
             check=False,
@@ -72,7 +83,7 @@ def sandbox_refused(problem: str, command: str) -> RunfoldError:
         ErrorCode.GATE_DENIED,
         "run command",
         repr(command[:200]),
-        "install bubblewrap (Debian: `apt-get install bubblewrap`), or write `sandbox = \"none\"` under "
+        'install bubblewrap (Debian: `apt-get install bubblewrap`), or write `sandbox = "none"` under '
         "[tools.exec] in .runfold/config.toml to run commands unconfined",
         retry=Retry.NO,
         gate=Gate(

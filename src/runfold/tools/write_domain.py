@@ -53,7 +53,9 @@ def _open_dir(name: str, dirfd: int, ctx: ToolContext, action: str, path: str) -
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
             os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
         ):
-            raise _raced(ctx, path, action, f"`{name}` became a symlink while the write was checked") from None
+            raise _raced(
+                ctx, path, action, f"`{name}` became a symlink while the write was checked"
+            ) from None
         raise
 
 
@@ -105,4 +107,3 @@ def _write(ctx: ToolContext, real: Path, data: bytes, action: str, path: str) ->
             raise
     finally:
         os.close(dirfd)
-
