@@ -2,7 +2,7 @@
 inside its room (DESIGN.md §9).
 
 The whole filesystem is mounted read-only, the room alone read-write, the ledger directory
-`.runfold` read-only even when it lies inside the room; `/proc` is the sandbox's own (its pid
+`.runfold` and any file of the room with another hard link read-only even inside the room; `/proc` is the sandbox's own (its pid
 namespace shows no process of the host), `/dev` a minimal one, `/tmp` a private tmpfs; there is
 no network unless the workspace's config grants it; every capability is dropped. Where bubblewrap
 cannot run, `exec` is refused unless the config says `sandbox = "none"`.
@@ -11,7 +11,9 @@ cannot run, `exec` is refused unless the config says `sandbox = "none"`.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,8 @@ SandboxMode = Literal["bwrap", "none"]
 SANDBOX_MODES: tuple[str, ...] = ("bwrap", "none")
 """`bwrap`: every command in a bubblewrap sandbox (the default); `none`: unconfined, only when
 the config says so in these words."""
+MAX_SHARED_FILES = 4096
+"""At most this many hard-linked files in a room are mounted read-only; more refuse `exec`."""
 PROBE_TIMEOUT_S = 20
 """How long the one-time check that bubblewrap works may take."""
 
@@ -111,5 +115,30 @@ def bwrap_argv(
     ledger = workspace / ledger_dir
     if ledger.is_dir() and not ledger.is_symlink():
         argv += ["--ro-bind", str(ledger), str(ledger)]  # never writable, even inside the room
+    shared = hard_linked_files(room)
+    if len(shared) > MAX_SHARED_FILES:
+        raise sandbox_refused(
+            f"the room holds {len(shared)} files with other hard links (at most {MAX_SHARED_FILES} "
+            "can be made read-only)",
+            command,
+        )
+    for path in shared:  # a name elsewhere shares the inode: the room may not change it
+        argv += ["--ro-bind", path, path]
     argv += ["--setenv", "TMPDIR", "/tmp", "--chdir", rm, "/bin/sh", "-c", command]
     return argv
+
+
+def hard_linked_files(room: Path) -> list[str]:
+    """The regular files under `room` (symlinks not followed) with more than one hard link: their
+    other names may lie outside the room, so the sandbox mounts them read-only."""
+    found: list[str] = []
+    for dirpath, _dirs, files in os.walk(room, followlinks=False):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                found.append(path)
+    return found
