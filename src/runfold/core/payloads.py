@@ -391,7 +391,8 @@ class CacheRenewed(Payload):
 
 @dataclasses.dataclass(kw_only=True)
 class SecretCaptured(Payload):
-    """Secrets were replaced in the run's next line (DESIGN.md §4): `where` the fields
+    """Secrets were replaced in the run's next line, or in its `run_started` just before (nothing
+    of a run precedes that) (DESIGN.md §4): `where` the fields
     (`tool_result.result.stdout`), `count` replacements, `names` what was replaced (variable
     names or key formats) — never a value."""
 

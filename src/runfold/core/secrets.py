@@ -32,8 +32,9 @@ SECRET_NAMES: frozenset[str] = frozenset(
 )  # fmt: skip
 """Names that hold secrets whatever their shape (a connection URL may carry its password)."""
 
-CREDENTIAL_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s/:@\"'<>]+:([^\s/@\"'<>]+)@")
-"""A URL carrying `user:password@` (a proxy, a database DSN); group 1 is the password."""
+CREDENTIAL_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s/:@\"'<>]*:([^\s/@\"'<>]+)@")
+"""A URL carrying `user:password@` or `:password@` (a proxy, a database DSN, `redis://:pw@host`);
+group 1 is the password."""
 KEY_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("sk- key", re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}")),
     ("GitHub token", re.compile(r"\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}")),

@@ -34,6 +34,7 @@ from runfold.core.payloads import (
     PromptShapeCompared,
     RunFrozen,
     RunStarted,
+    SecretCaptured,
     Segment,
     SteerReceived,
     WatchdogFired,
@@ -169,9 +170,9 @@ class RunLoop:
     def _write(
         self, payload: Payload, *, who: str | None = None, t: int | None = None, inherits: bool = False
     ) -> Record:
-        """Stage one line of this run, its secrets replaced (a `secret_captured` line first when
-        some were, `runtime.redaction`), fold it, report it."""
-        payload = self._redacted(payload)
+        """Stage one line of this run, its secrets replaced (a `secret_captured` line before it
+        when some were, after it for the run's first line; `runtime.redaction`), fold it, report it."""
+        payload, after = self._redacted(payload)
         draft = Draft(self.run_id, who or self.agent, payload.KIND.value, payload, addr=self.addr, t=t)
         rec = self.ledger.stage([draft])[0]
         self.folder.feed(rec, inherits=inherits)
@@ -184,13 +185,19 @@ class RunLoop:
             except Exception as exc:  # a caller's callback must not tear the run's history
                 self._callback_error = exc
                 self.on_event = None
+        if after is not None:
+            self._write(after, who=RUNTIME)
         return rec
 
-    def _redacted(self, payload: P) -> P:
+    def _redacted(self, payload: P) -> tuple[P, SecretCaptured | None]:
+        """The payload without secrets, its `secret_captured` written first, or returned to be
+        written after it when nothing of the run may precede it (`run_started`)."""
         clean, captured = redact_payload(self.redactor, payload)
+        if captured is not None and isinstance(payload, RunStarted):
+            return clean, captured
         if captured is not None:
             self._write(captured, who=RUNTIME)
-        return clean
+        return clean, None
 
     def _flush(self) -> None:
         self.points.flush()
@@ -536,7 +543,7 @@ class RunLoop:
         def write_pair(i: int, outcome: ToolOutcome) -> None:
             if i not in called:
                 write_called(i, wave_ms)
-            result = self._redacted(outcome.to_payload())  # before the CAS holds its content
+            result, _ = self._redacted(outcome.to_payload())  # before the CAS holds its content
             offloaded = self.offloads.offload(reqs[i].name, result)  # stored in the CAS first
             if offloaded is not None:
                 self.offloads.remember(self._write(offloaded))
