@@ -282,6 +282,9 @@ def _answer(
     state: ServerState, rec: RecordedRequest, dialect: str, n: int, body: dict[str, Any], entry: Entry
 ) -> RawResponse:
     model = str(body.get("model", ""))
+    if isinstance(entry, Fault) and entry.fault == "http_400_echo_auth":
+        said = f"bad request headers: authorization={rec.headers.get('authorization', '')!r} x-api-key={rec.headers.get('x-api-key', '')!r}"
+        return _send_error(rec, _error(dialect, 400, said, n), dialect=dialect, n=n)
     if isinstance(entry, Fault) and entry.fault.startswith("http_"):
         if dialect == ANTHROPIC:
             err = errors.anthropic_fault(entry.fault, entry.retry_after_ms, _request_id(dialect, n))

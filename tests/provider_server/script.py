@@ -19,11 +19,13 @@ STOPS = ("end_turn", "tool_use", "max_tokens", "refusal")
 """Stop reasons a scripted reply may name; the dialects map them (Chat: `stop`/`tool_calls`/
 `length`/`content_filter`; Responses: `completed`, or `incomplete` for max_tokens/refusal)."""
 
-FAULTS = ("http_429", "http_500", "http_529", "http_400_refusal", "cut_stream", "stream_error")
+FAULTS = ("http_429", "http_500", "http_529", "http_400_refusal", "http_400_echo_auth", "cut_stream", "stream_error")
 """Injected faults. `http_*` answer with that status in the provider's error shape (`http_529`
 is Anthropic's overloaded; the OpenAI endpoints answer it as 503); `cut_stream` closes the
 connection after `after_events` SSE events (or mid-body when not streaming); `stream_error`
-sends the provider's in-stream error event after `after_events` events."""
+sends the provider's in-stream error event after `after_events` events; `http_400_echo_auth`
+answers 400 with a message echoing the request's credential headers in full (as a misbehaving
+gateway does), so a test can check that the key never reaches the ledger."""
 
 REPLY_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
 USAGE_KEYS = ("input", "output", "cache_read", "cache_write")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,9 @@ from hypothesis import strategies as st
 from runfold.core.canonical import check_json
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.tools import Tool, ToolContext, ToolError, is_secret_name, scrub_env
-from runfold.tools.builtin import EDIT_FILE, EXEC, LIST_DIR, READ_FILE, SEARCH, WRITE_FILE, _Capture
+from runfold.tools.builtin import EDIT_FILE, EXEC, LIST_DIR, READ_FILE, SEARCH, WRITE_FILE
+from runfold.tools.exec_tool import _Capture
+from runfold.tools.sandbox import ExecSettings
 
 
 def call(t: Tool, ctx: ToolContext, **args: Any) -> dict[str, Any]:
@@ -215,9 +219,46 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_exec_timeout_kills_the_process_group(ctx: ToolContext, room: Path) -> None:
+def _host_pids(token: str) -> list[int]:
+    """Live (not zombie) processes of this machine whose command line holds `token`: a sandboxed
+    command's `$!` is a pid of its own namespace, so its processes are found from outside."""
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if token.encode() not in f.read():
+                    continue
+        except OSError:
+            continue
+        if _alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def _gone(token: str) -> bool:
+    for _ in range(100):  # SIGKILL is delivered asynchronously; no timing assumption beyond "soon"
+        if not _host_pids(token):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+SANDBOXES = [ExecSettings(), ExecSettings(sandbox="none")]
+"""The process-group tests run in the sandbox and unconfined (`sandbox = "none"`)."""
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES, ids=["bwrap", "none"])
+def test_exec_timeout_kills_the_process_group(ctx: ToolContext, room: Path, sandbox: ExecSettings) -> None:
+    token = f"{secrets.randbelow(10**6) + 30}.{secrets.randbelow(10**6)}"
     with pytest.raises(ToolError) as info:
-        call(EXEC, ctx, command="sleep 30 & echo $! > bg.pid; echo partial; sleep 30", timeout_s=1)
+        call(
+            EXEC,
+            dataclasses.replace(ctx, sandbox=sandbox),
+            command=f"sleep {token} & echo $! > bg.pid; echo partial; sleep 30",
+            timeout_s=1,
+        )
     err = info.value
     assert err.code is ErrorCode.TIMEOUT
     data = err.to_data()
@@ -225,23 +266,17 @@ def test_exec_timeout_kills_the_process_group(ctx: ToolContext, room: Path) -> N
     assert (
         data["detail"]["stdout"] == "partial\n" and data["detail"]["exit_code"] == -9
     )  # SIGKILL, not a finished sleep
-    bg = int((room / "bg.pid").read_text())
-    for _ in range(100):  # SIGKILL is delivered asynchronously; no timing assumption beyond "soon"
-        if not _alive(bg):
-            break
-        time.sleep(0.05)
-    assert not _alive(bg), "the background child of the command survived the timeout"
+    assert (room / "bg.pid").read_text().strip(), "the background child was started"
+    assert _gone(token), "the background child of the command survived the timeout"
 
 
-def test_exec_leaves_no_background_processes(ctx: ToolContext, room: Path) -> None:
-    out = call(EXEC, ctx, command="sleep 30 & echo $! > bg.pid")
+@pytest.mark.parametrize("sandbox", SANDBOXES, ids=["bwrap", "none"])
+def test_exec_leaves_no_background_processes(ctx: ToolContext, room: Path, sandbox: ExecSettings) -> None:
+    token = f"{secrets.randbelow(10**6) + 30}.{secrets.randbelow(10**6)}"
+    out = call(EXEC, dataclasses.replace(ctx, sandbox=sandbox), command=f"sleep {token} & echo $! > bg.pid")
     assert out["exit_code"] == 0
-    bg = int((room / "bg.pid").read_text())
-    for _ in range(100):
-        if not _alive(bg):
-            break
-        time.sleep(0.05)
-    assert not _alive(bg)
+    assert (room / "bg.pid").read_text().strip()
+    assert _gone(token)
 
 
 def test_exec_output_is_capped_head_and_tail(ctx: ToolContext) -> None:
@@ -262,13 +297,17 @@ def test_special_files_and_blocked_parents_are_refused(ctx: ToolContext, room: P
     assert (room / "plain").read_text() == "x"
 
 
-def test_cancelled_exec_kills_its_processes(ctx: ToolContext, room: Path) -> None:
+@pytest.mark.parametrize("sandbox", SANDBOXES, ids=["bwrap", "none"])
+def test_cancelled_exec_kills_its_processes(ctx: ToolContext, room: Path, sandbox: ExecSettings) -> None:
     from runfold.tools import ToolCallRequest, WaveCancelled, builtin_registry, execute_wave
 
+    token = f"{secrets.randbelow(10**6) + 30}.{secrets.randbelow(10**6)}"
+    run_ctx = dataclasses.replace(ctx, sandbox=sandbox)
+
     async def main() -> WaveCancelled:
-        command = '{"command": "sleep 30 & echo $! > bg.pid; sleep 30"}'
+        command = json.dumps({"command": f"sleep {token} & echo $! > bg.pid; sleep 30"})
         task = asyncio.create_task(
-            execute_wave([ToolCallRequest("c1", "exec", command)], builtin_registry(), ctx)
+            execute_wave([ToolCallRequest("c1", "exec", command)], builtin_registry(), run_ctx)
         )
         for _ in range(400):  # until the command has started its background child
             if (room / "bg.pid").exists() and (room / "bg.pid").read_text().strip():
@@ -282,12 +321,8 @@ def test_cancelled_exec_kills_its_processes(ctx: ToolContext, room: Path) -> Non
     cancelled = asyncio.run(main())
     assert cancelled.outcomes[0].error is not None
     assert cancelled.outcomes[0].error["code"] == "E_TOOL_OUTCOME_UNKNOWN"
-    bg = int((room / "bg.pid").read_text())
-    for _ in range(100):
-        if not _alive(bg):
-            break
-        time.sleep(0.05)
-    assert not _alive(bg)
+    assert (room / "bg.pid").read_text().strip()
+    assert _gone(token)
 
 
 @settings(max_examples=150, deadline=None)

@@ -81,7 +81,13 @@ def resume_cmd(
                 "ok": True,
                 "verified": {"lines": verified.lines, "head": verified.head},
                 "closed": [
-                    {"run": c.run, "seq": c.seq, "tool_use_id": c.tool_use_id, "name": c.name}
+                    {
+                        "run": c.run,
+                        "seq": c.seq,
+                        "tool_use_id": c.tool_use_id,
+                        "name": c.name,
+                        "killed_group": c.pgid if c.tool_use_id in report.killed else None,
+                    }
                     for c in report.closed
                 ],
                 "frozen": [{"run": r.run, "last_seq": r.last_seq, "turns": r.turns} for r in report.frozen],
@@ -107,7 +113,11 @@ def resume_cmd(
             f"closed {len(report.closed)} tool call(s) left without a result "
             "(E_TOOL_OUTCOME_UNKNOWN: check their effect before calling them again):"
         )
-        lines += [f"  seq {c.seq:<6} {c.name:<12} {c.tool_use_id}  run {short[c.run]}" for c in report.closed]
+        lines += [
+            f"  seq {c.seq:<6} {c.name:<12} {c.tool_use_id}  run {short[c.run]}"
+            + (f"  (its process group {c.pgid} was still running: killed)" if c.tool_use_id in report.killed else "")
+            for c in report.closed
+        ]
     if report.frozen:
         lines.append(
             f"froze {len(report.frozen)} run(s) left running by a dead process (cancelled, process_died):"

@@ -307,6 +307,16 @@ def _cache_renewed(d: dict[str, Any]) -> str:
     return _s(d, "reason") or ""
 
 
+def _secret_captured(d: dict[str, Any]) -> str:
+    names = d.get("names")
+    where = d.get("where")
+    return _join(
+        f"{_i(d, 'count')} replaced",
+        ", ".join(str(n) for n in names) if isinstance(names, list) else None,
+        f"in {', '.join(str(w) for w in where)}" if isinstance(where, list) else None,
+    )
+
+
 SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.WORKSPACE_INITIALIZED: _workspace_initialized,
     Kind.RUN_STARTED: _run_started,
@@ -335,6 +345,7 @@ SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.LOG_TRUNCATED: _log_truncated,
     Kind.EVAL_RUN: _eval_run,
     Kind.CACHE_RENEWED: _cache_renewed,
+    Kind.SECRET_CAPTURED: _secret_captured,
 }
 
 

@@ -168,15 +168,21 @@ class ModelReturned(Payload):
 
 @dataclasses.dataclass(kw_only=True)
 class ToolCalled(Payload):
-    """`args` is the model's arguments: an object, or their original JSON text as a string."""
+    """`args` is the model's arguments: an object, or their original JSON text as a string.
+    `pgid` and `pstart` name the process group a command-running tool (`exec`) started, already
+    waiting when the line is written: the group's id and its leader's start time (clock ticks
+    since boot, `/proc/<pid>/stat` field 22), so resume can end a group that outlived its run
+    without killing a process that reused the id."""
 
     KIND = Kind.TOOL_CALLED
-    OPTIONAL = frozenset({"subject", "effect"})
+    OPTIONAL = frozenset({"subject", "effect", "pgid", "pstart"})
     id: str = ""
     name: str = ""
     args: Json = dataclasses.field(default_factory=dict)
     subject: str | None = None
     effect: str | None = None
+    pgid: int | None = None
+    pstart: int | None = None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -383,6 +389,19 @@ class CacheRenewed(Payload):
     reason: str = ""
 
 
+@dataclasses.dataclass(kw_only=True)
+class SecretCaptured(Payload):
+    """Secrets were replaced in the run's next line, or in its `run_started` just before (nothing
+    of a run precedes that) (DESIGN.md §4): `where` the fields
+    (`tool_result.result.stdout`), `count` replacements, `names` what was replaced (variable
+    names or key formats) — never a value."""
+
+    KIND = Kind.SECRET_CAPTURED
+    where: list[str] = dataclasses.field(default_factory=list)
+    count: int = 0
+    names: list[str] = dataclasses.field(default_factory=list)
+
+
 PAYLOADS: dict[Kind, type[Payload]] = {
     cls.KIND: cls
     for cls in (
@@ -413,6 +432,7 @@ PAYLOADS: dict[Kind, type[Payload]] = {
         LogTruncated,
         EvalRun,
         CacheRenewed,
+        SecretCaptured,
     )
 }
 

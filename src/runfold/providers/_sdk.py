@@ -276,12 +276,18 @@ class SdkProvider:
             ) from None
         key = api_key if api_key is not None else os.environ.get(self.KEY_ENV)
         self._keyless = not key
+        self._key = key or None
         self._client = client or getattr(self._sdk, self.CLIENT)(
             api_key=key or "no-key",
             base_url=base_url or os.environ.get(self.BASE_URL_ENV) or None,
             max_retries=0,
             timeout=timeout_s,
         )
+
+    def credentials(self) -> list[tuple[str, str]]:
+        """The key this provider sends, as (the variable it is read from, value); empty when
+        keyless. The run loop keeps it out of every line (`runtime.redaction`)."""
+        return [] if self._key is None else [(self.KEY_ENV or "API key", self._key)]
 
     def _headers(self) -> dict[str, Any]:
         headers: dict[str, Any] = dict(JSON_HEADERS)

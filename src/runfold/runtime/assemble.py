@@ -144,7 +144,9 @@ async def _drive(
             raise invalid_args("send a message", f"run {to!r}", "no run of this workspace is running here")
         return dict(hubs[0].send_letter(run_id, room_addr, to, text))
 
-    ctx = ToolContext(workspace=host.root, room=room_addr, run_id=run_id, messenger=messenger)
+    ctx = ToolContext(
+        workspace=host.root, room=room_addr, run_id=run_id, messenger=messenger, sandbox=config.exec
+    )
     prefix = build_prefix(
         dialect=provider.dialect,
         model=provider.model,

@@ -22,11 +22,13 @@ from runfold.core.window import ContextSettings, parse_context
 from runfold.providers.registry import DEFAULT_SPEC, SECTIONS, SPEC_FORMS, ProviderSection, parse_spec
 from runfold.runtime.pricing import Price, parse_prices
 from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
+from runfold.tools.sandbox import SANDBOX_MODES, ExecSettings
 
 CONFIG_NAME = "config.toml"
 """The settings file's name inside `<workspace>/.runfold/`."""
 
-TOP_KEYS: tuple[str, ...] = ("defaults", "prices", "providers", "context", "models")
+TOP_KEYS: tuple[str, ...] = ("defaults", "prices", "providers", "context", "models", "tools")
+EXEC_KEYS: tuple[str, ...] = ("sandbox", "network")
 DEFAULT_KEYS: tuple[str, ...] = ("model", "max_turns", "tools")
 PROVIDER_FAMILIES: tuple[str, ...] = tuple(SECTIONS)
 
@@ -93,6 +95,13 @@ tools = ["read_file", "write_file", "edit_file", "list_dir", "search", "exec"]
 # keep_waves = 2
 # reminders_permille = [250, 100]
 
+# How `exec` runs commands: in a bubblewrap sandbox that can write only inside the run's room
+# (never .runfold), with a private /tmp and no network. `network = true` lets commands reach the
+# network; `sandbox = "none"` runs them unconfined (only where no sandbox can be had).
+# [tools.exec]
+# sandbox = "bwrap"
+# network = false
+
 # Context windows of models runfold does not know, or overrides of its table (tokens).
 # [models."my-model"]
 # context_window = 32768
@@ -114,14 +123,16 @@ class Defaults:
 class WorkspaceConfig:
     """The checked contents of config.toml: `defaults`, `prices` (model → `Price`), `providers`
     (family → its typed section, e.g. `SdkSection`; a family without a table is absent),
-    `context` (the window's budgets, `core.window.ContextSettings`) and `models` (model name →
-    its context window and output limit: runfold's table with `[models."<name>"]` applied)."""
+    `context` (the window's budgets, `core.window.ContextSettings`), `models` (model name →
+    its context window and output limit: runfold's table with `[models."<name>"]` applied) and
+    `exec` (`[tools.exec]`: how `exec` is sandboxed, `tools.sandbox.ExecSettings`)."""
 
     defaults: Defaults = Defaults()
     prices: dict[str, Price] = field(default_factory=dict)
     providers: dict[str, ProviderSection] = field(default_factory=dict)
     context: ContextSettings = field(default_factory=ContextSettings)
     models: dict[str, ModelLimits] = field(default_factory=lambda: merge_models({}))
+    exec: ExecSettings = field(default_factory=ExecSettings)
 
     @property
     def model(self) -> str:
@@ -234,7 +245,35 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
         models = merge_models(models_table)
     except RunfoldError as err:  # the core names the table; the file it came from is known here
         raise RunfoldError(err.code, err.action, where, err.recovery, nearby=err.nearby) from None
-    return WorkspaceConfig(defaults, prices, providers, context, models)
+    return WorkspaceConfig(defaults, prices, providers, context, models, _exec_settings(data, where))
+
+
+def _exec_settings(data: Mapping[str, Any], where: str) -> ExecSettings:
+    """`[tools.exec]` checked: `sandbox` one of SANDBOX_MODES, `network` a boolean."""
+    tools = data.get("tools", {})
+    if not isinstance(tools, Mapping):
+        raise _bad(where, "tools", "make [tools.exec] a table")
+    for key in tools:
+        if key != "exec":
+            raise _unknown(where, f"tools.{key}", ("tools.exec",))
+    table = tools.get("exec", {})
+    if not isinstance(table, Mapping):
+        raise _bad(where, "tools.exec", "make [tools.exec] a table")
+    for key in table:
+        if key not in EXEC_KEYS:
+            raise _unknown(where, f"tools.exec.{key}", tuple(f"tools.exec.{k}" for k in EXEC_KEYS))
+    sandbox = table.get("sandbox", "bwrap")
+    if sandbox not in SANDBOX_MODES:
+        raise _bad(
+            where,
+            "tools.exec.sandbox",
+            'give "bwrap" (commands confined to the room) or "none" (unconfined, said in so many words)',
+            SANDBOX_MODES,
+        )
+    network = table.get("network", False)
+    if not isinstance(network, bool):
+        raise _bad(where, "tools.exec.network", "give true or false")
+    return ExecSettings(sandbox=sandbox, network=network)
 
 
 def load_config(root: Path) -> WorkspaceConfig:

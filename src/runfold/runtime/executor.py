@@ -15,13 +15,13 @@ import dataclasses
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invalid_args
 from runfold.core.fold import ForkPlan, RunFolder
 from runfold.core.fold.resume import CANCELLED_BEFORE_IT_RAN, not_started_error
-from runfold.core.messages import Block, ToolUseBlock, check_block
+from runfold.core.messages import Block, ToolUseBlock
 from runfold.core.offload import page_bytes
 from runfold.core.payloads import (
     BytesRef,
@@ -34,6 +34,7 @@ from runfold.core.payloads import (
     PromptShapeCompared,
     RunFrozen,
     RunStarted,
+    SecretCaptured,
     Segment,
     SteerReceived,
     WatchdogFired,
@@ -48,10 +49,13 @@ from runfold.runtime.compaction import WindowDeps, WindowManager
 from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.offload import Offloads
 from runfold.runtime.prefix import Prefix
+from runfold.runtime.redaction import P, redact_payload, run_redactor
 from runfold.runtime.regions import RegionEditor
+from runfold.runtime.replies import LIMIT_STOPS, MALFORMED_REPLY, reply_problem, visible
 from runfold.runtime.retry import RetryPolicy, backoff_reason
 from runfold.runtime.safe_points import Interrupted, SafePoints
 from runfold.runtime.spec import new_run_id
+from runfold.runtime.stall import StallGuard
 from runfold.store.ledger import RUNTIME, now_ms
 from runfold.tools import (
     DuplicateCallCache,
@@ -61,33 +65,9 @@ from runfold.tools import (
     execute_wave,
     tool_called_payload,
 )
-from runfold.tools.execute import NotStarted, canonical_args
+from runfold.tools.execute import NotStarted
 
 __all__ = ["FAILED", "RetryPolicy", "RunChannels", "RunInputs", "RunLoop", "RunOptions", "RunOutcome", "Stop"]
-
-LIMIT_STOPS: Final = frozenset({"max_tokens", "length", "max_output_tokens", "incomplete"})
-"""Stop reasons meaning the reply hit its output ceiling (Anthropic, OpenAI Chat, Responses)."""
-
-MALFORMED_REPLY: Final = "malformed_reply"
-"""`watchdog_fired.reason` when a reply was refused unrecorded (an empty or reused tool call id,
-an empty tool name, a malformed block) and the model is asked again after a back-off."""
-
-STALL_REPEATS: Final = 3
-"""The same action this many times in a row gets a corrective `runtime:` steer; one more freezes
-the run with `E_LOOP_SUSPECTED`."""
-
-STALL_STEER: Final = (
-    "You have taken the same action {n} times in a row with the same result. Do not repeat it: "
-    "try a different approach, or give your final answer without calling a tool."
-)
-
-
-def _visible(blocks: Sequence[Block]) -> bool:
-    """True when a reply says something: a non-blank text block or a tool call."""
-    return any(
-        (b["kind"] == "text" and b["text"].strip()) or b["kind"] == "tool_use" for b in blocks
-    )
-
 
 class RunLoop:
     """One run (DESIGN.md §5). Build it, then `await loop.run()` once.
@@ -149,8 +129,8 @@ class RunLoop:
         self._incremental: tuple[Prefix, IncrementalRenderer, IncrementalValidator] | None = None
         self._recorded_segments: list[Segment] = []
         self._recorded_tools: BytesRef | None = None
-        self._last_action: tuple[Any, ...] | None = None
-        self._repeats = 0
+        self.stall = StallGuard()
+        self.redactor = inputs.redactor or run_redactor(self.provider)
         self._steer: str | None = None
         self._tool_ids: set[str] = set()
         self._held_delivered = False
@@ -190,7 +170,9 @@ class RunLoop:
     def _write(
         self, payload: Payload, *, who: str | None = None, t: int | None = None, inherits: bool = False
     ) -> Record:
-        """Stage one line of this run, fold it, report it."""
+        """Stage one line of this run, its secrets replaced (a `secret_captured` line before it
+        when some were, after it for the run's first line; `runtime.redaction`), fold it, report it."""
+        payload, after = self._redacted(payload)
         draft = Draft(self.run_id, who or self.agent, payload.KIND.value, payload, addr=self.addr, t=t)
         rec = self.ledger.stage([draft])[0]
         self.folder.feed(rec, inherits=inherits)
@@ -203,7 +185,19 @@ class RunLoop:
             except Exception as exc:  # a caller's callback must not tear the run's history
                 self._callback_error = exc
                 self.on_event = None
+        if after is not None:
+            self._write(after, who=RUNTIME)
         return rec
+
+    def _redacted(self, payload: P) -> tuple[P, SecretCaptured | None]:
+        """The payload without secrets, its `secret_captured` written first, or returned to be
+        written after it when nothing of the run may precede it (`run_started`)."""
+        clean, captured = redact_payload(self.redactor, payload)
+        if captured is not None and isinstance(payload, RunStarted):
+            return clean, captured
+        if captured is not None:
+            self._write(captured, who=RUNTIME)
+        return clean, None
 
     def _flush(self) -> None:
         self.points.flush()
@@ -345,7 +339,7 @@ class RunLoop:
             if not calls:
                 if self._held_delivered or steered:
                     continue  # the person's words wait for an answer: another turn (DESIGN.md §6)
-                if not _visible(reply.blocks):
+                if not visible(reply.blocks):
                     return Stop("limit", "the model returned an empty reply", evidence)
                 return Stop("done", "the model answered without calling a tool", evidence)
             if (stop := await self._wave(calls)) is not None:
@@ -469,7 +463,7 @@ class RunLoop:
                 )
             if reply is Interrupted.CANCELLED:
                 return self.points.cancelled("while the model was answering")
-            problem = self._reply_problem(reply)
+            problem = reply_problem(reply, self._tool_ids)
             if problem is not None:
                 # refused before anything of it is recorded or run; the model is asked again
                 if attempt >= policy.max_attempts:
@@ -492,26 +486,6 @@ class RunLoop:
                 continue
             took_us = reply.took_us if reply.took_us is not None else (time.perf_counter_ns() - start) // 1000
             return self._returned(request, reply, sent_ms, took_us), reply
-
-    def _reply_problem(self, reply: Reply) -> str | None:
-        """Why a reply cannot continue the conversation (malformed block, a tool call with an
-        empty id or name, a reused tool call id), checked before it is written or run so the
-        ledger never holds a line its fold or a provider refuses."""
-        seen: set[str] = set()
-        for i, raw in enumerate(reply.blocks):
-            try:
-                b = check_block(raw, f"content[{i}]")
-            except RunfoldError as err:
-                return f"{err.subject}: {err.action}"
-            if b["kind"] == "tool_result":
-                return f"content[{i}] is a tool_result block"
-            if b["kind"] == "tool_use":
-                if not b["id"].strip() or not b["name"].strip():
-                    return f"content[{i}] is a tool call with an empty {'id' if not b['id'].strip() else 'name'}"
-                if b["id"] in seen or b["id"] in self._tool_ids:
-                    return f"content[{i}] reuses tool call id {b['id']!r}"
-                seen.add(b["id"])
-        return None
 
     def _returned(self, request: Request, reply: Reply, sent_ms: int, took_us: int) -> Record:
         calls = sum(1 for b in reply.blocks if b["kind"] == "tool_use")
@@ -538,40 +512,15 @@ class RunLoop:
         self._held_delivered = calls == 0 and held_before > 0 and conv is not None and not conv.held
         return rec
 
-    # ---- stall guard ----------------------------------------------------------------------------
-
     def _check_stall(self, blocks: Sequence[Block], calls: Sequence[ToolUseBlock]) -> Stop | None:
-        """The stall guard: the same action `STALL_REPEATS` times in a row gets a corrective
-        steer; once more, the run's stop (`E_LOOP_SUSPECTED`)."""
-        if calls:
-            action: tuple[Any, ...] = (
-                "calls",
-                tuple((c["name"], canonical_args(c["input"])) for c in calls),
-            )
-        else:
-            action = ("text", tuple(b["text"] for b in blocks if b["kind"] == "text"))
-        if action == self._last_action:
-            self._repeats += 1
-        else:
-            self._last_action = action
-            self._repeats = 1
-        if self._repeats == STALL_REPEATS:
-            self._write(WatchdogFired(reason="repeat", attempt=self._repeats), who=RUNTIME)
-            self._steer = STALL_STEER.format(n=self._repeats)
-        elif self._repeats > STALL_REPEATS:
-            self._write(WatchdogFired(reason="repeat", attempt=self._repeats), who=RUNTIME)
-            what = (
-                f"the model took the same action {self._repeats} times in a row, even after a "
-                "corrective steer"
-            )
-            err = RunfoldError(
-                ErrorCode.LOOP_SUSPECTED,
-                f"take another turn (the stall guard stopped the run: {what})",
-                f"run {self.run_id}",
-                "fork the run before the loop and steer it differently, or change the task",
-            )
-            return Stop(FAILED, f"the stall guard stopped the run: {what} ({err.code.value})", error=err)
-        return None
+        """The stall guard (`runtime.stall.StallGuard`): its watchdog line, its corrective steer
+        (written at the next turn's start), or the run's stop."""
+        verdict = self.stall.observe(blocks, calls, self.run_id)
+        if verdict.repeats:
+            self._write(WatchdogFired(reason="repeat", attempt=verdict.repeats), who=RUNTIME)
+        if verdict.steer is not None:
+            self._steer = verdict.steer
+        return verdict.stop
 
     # ---- the wave ---------------------------------------------------------------------------------
 
@@ -586,15 +535,15 @@ class RunLoop:
         called: set[int] = set()
         wave_ms = now_ms()
 
-        def write_called(i: int, t: int) -> None:
-            self._write(tool_called_payload(reqs[i], self.registry), t=t)
+        def write_called(i: int, t: int, call: ToolCallRequest | None = None) -> None:
+            self._write(tool_called_payload(call or reqs[i], self.registry), t=t)
             self.regions.calling(reqs[i].id)
             called.add(i)
 
         def write_pair(i: int, outcome: ToolOutcome) -> None:
             if i not in called:
                 write_called(i, wave_ms)
-            result = outcome.to_payload()
+            result, _ = self._redacted(outcome.to_payload())  # before the CAS holds its content
             offloaded = self.offloads.offload(reqs[i].name, result)  # stored in the CAS first
             if offloaded is not None:
                 self.offloads.remember(self._write(offloaded))
@@ -616,7 +565,7 @@ class RunLoop:
             self.points.take_steers()
             if self.points.cancel_set():
                 raise asyncio.CancelledError
-            write_called(i, now_ms())
+            write_called(i, now_ms(), call)  # with the process group an exec call holds
             self._flush()  # durable before a writing tool acts
 
         async def runner() -> tuple[list[ToolOutcome], bool]:

@@ -17,6 +17,7 @@ from runfold.core.fold import ForkPlan
 from runfold.core.fold.runs import RunTally
 from runfold.core.payloads import Evidence
 from runfold.core.records import Record
+from runfold.core.secrets import Redactor
 from runfold.core.tokens import ModelLimits
 from runfold.core.window import ContextSettings
 from runfold.providers.base import Provider, StreamCallback, Usage
@@ -90,7 +91,9 @@ class RunInputs:
     is stored; `provider`: the model; `registry`/`ctx`: the tools and their context; `prefix`:
     the frozen prefix (see `runtime.prefix.build_prefix`); `options`: what the run is asked;
     `run_id`: its id (None: a new one; a fork takes `fork.new_run`); `fork`: the plan when the run
-    starts as a fork or successor (DESIGN.md §7); `bill` prices a reply (None: unpriced).
+    starts as a fork or successor (DESIGN.md §7); `bill` prices a reply (None: unpriced);
+    `redactor` replaces secrets in every line the run writes (None: the secrets of this process's
+    environment and the provider's credentials, `runtime.redaction.run_redactor`).
     """
 
     ledger: Ledger
@@ -103,6 +106,7 @@ class RunInputs:
     run_id: str | None = None
     fork: ForkPlan | None = None
     bill: Bill | None = None
+    redactor: Redactor | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from runfold.core.errors import RunfoldError
 from runfold.core.fold.resume import DanglingCall, LostRun, ResumeScan, resume_drafts
 from runfold.core.records import Draft, Record
 from runfold.store.ledger import Ledger
+from runfold.tools.exec_tool import end_recorded_group
 
 MARK_FILE = "resume-mark.json"
 """Under `.runfold/`: `{"seq": S, "hash": H}` — at seq S (line hash H) no run was open."""
@@ -36,6 +37,8 @@ class ResumeReport:
 
     - `closed`: dangling calls given an `E_TOOL_OUTCOME_UNKNOWN` result; `unclosable`: dangling
       calls of runs frozen earlier (their wave was dropped at the freeze; nothing written);
+    - `killed`: tool_use_ids of closed calls whose recorded process group (`exec`) was still
+      running and was killed (same leader start time: a recycled pid is left alone);
     - `frozen`: runs frozen `cancelled` with `cause: process_died`;
     - `written`: every line written (empty: the ledger was clean, nothing written);
     - `scanned_from`: the first seq scanned (0 for a full scan); `scanned_lines`: lines read.
@@ -43,6 +46,7 @@ class ResumeReport:
 
     closed: list[DanglingCall] = field(default_factory=list)
     unclosable: list[DanglingCall] = field(default_factory=list)
+    killed: list[str] = field(default_factory=list)
     frozen: list[LostRun] = field(default_factory=list)
     written: list[Record] = field(default_factory=list)
     scanned_from: int = 0
@@ -102,6 +106,12 @@ def resume_ledger(ledger: Ledger, *, pending: Pending | None = None, full: bool 
         report.closed = [d for d in plan.dangling if d.closable and d.run in lost]
         report.frozen = list(plan.lost)
         extra = {r.run: list(pending(r.run)) for r in plan.lost} if pending is not None else None
-        report.written = ledger.append(resume_drafts(plan, pending=extra))
+        killed = frozenset(
+            d.tool_use_id
+            for d in report.closed
+            if d.pgid is not None and end_recorded_group(d.pgid, d.pstart)
+        )
+        report.killed = sorted(killed)
+        report.written = ledger.append(resume_drafts(plan, pending=extra, killed=killed))
     _write_mark(ledger)
     return report

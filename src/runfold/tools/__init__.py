@@ -4,8 +4,9 @@ Import from here: `Tool`, `tool`, `ToolRegistry`, `ToolContext`, `builtin_regist
 `execute_wave` and its request/outcome types.
 """
 
+from runfold.core.secrets import is_secret_name, scrub_env
 from runfold.tools.builtin import BUILTIN_NAMES, BUILTIN_TOOLS, OPT_IN_NAMES, builtin_registry
-from runfold.tools.context import ToolContext, is_secret_name, scrub_env
+from runfold.tools.context import ToolContext
 from runfold.tools.execute import (
     BeforeWrite,
     DuplicateCallCache,

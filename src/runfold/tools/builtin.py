@@ -10,15 +10,9 @@ durations in ms) and failures are `RunfoldError`s whose `to_data()` is the `tool
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import difflib
 import os
 import re
-import secrets
-import signal
-import stat
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,14 +20,14 @@ from typing import Annotated, Any
 import orjson
 from pydantic import Field
 
-from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
+from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.offload import PAGING_TOOL
 from runfold.tools.context import ToolContext
-from runfold.tools.exec_guard import guard_preexec, release_group
+from runfold.tools.exec_tool import exec_command
 from runfold.tools.paging import read_result
 from runfold.tools.regions import CONTEXT_TOOLS
 from runfold.tools.registry import Tool, ToolRegistry
-from runfold.tools.results import ToolError
+from runfold.tools.write_domain import write_in_room
 
 BINARY_SNIFF_BYTES = 8192
 """A file with a NUL byte in its first 8 KiB is treated as binary."""
@@ -78,38 +72,6 @@ def _not_found(ctx: ToolContext, path: str, real: Path, action: str) -> RunfoldE
 
 def _is_binary(head: bytes) -> bool:
     return b"\x00" in head[:BINARY_SNIFF_BYTES]
-
-
-def _write_atomically(real: Path, data: bytes, action: str, path: str) -> None:
-    """Write `data` to `real` through a temporary file in the same directory and a rename, so a
-    crash leaves the old or the new content, never a mix; an existing file keeps its mode.
-
-    Raises `E_INVALID_ARGS` when a parent of the path is a file or the directory is not writable
-    (nothing was changed); other OS errors propagate."""
-    try:
-        _replace_file(real, data)
-    except (NotADirectoryError, FileExistsError, IsADirectoryError, PermissionError) as exc:
-        raise invalid_args(
-            action,
-            repr(path),
-            f"the file cannot be written there ({exc.strerror}); choose another path inside the room",
-        ) from None
-
-
-def _replace_file(real: Path, data: bytes) -> None:
-    real.parent.mkdir(parents=True, exist_ok=True)
-    tmp = real.parent / f".{real.name}.runfold-tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        try:
-            os.chmod(tmp, stat.S_IMODE(os.stat(real).st_mode))
-        except FileNotFoundError:
-            pass
-        os.replace(tmp, real)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _encode_text(text: str, field: str, action: str, path: str) -> bytes:
@@ -246,7 +208,7 @@ def write_file(path: str, content: str, *, ctx: ToolContext) -> dict[str, Any]:
         raise invalid_args(action, repr(path), "this is a directory or special file; give a file path")
     data = _encode_text(content, "content", action, path)
     created = not real.exists()
-    _write_atomically(real, data, action, path)
+    write_in_room(ctx, real, data, action, path)
     return {"path": ctx.display(real), "written": len(data), "created": created}
 
 
@@ -316,7 +278,7 @@ def edit_file(path: str, old: str, new: str, *, ctx: ToolContext) -> dict[str, A
     at = starts[0]
     updated = text[:at] + new + text[at + len(old) :]
     data = _encode_text(updated, "new", action, path)
-    _write_atomically(real, data, action, path)
+    write_in_room(ctx, real, data, action, path)
     return {
         "path": ctx.display(real),
         "replaced": 1,
@@ -448,162 +410,6 @@ def search(pattern: str, path: str = ".", regex: bool = False, *, ctx: ToolConte
                 break
             matches.append({"path": shown, "line": number, "text": line[:SEARCH_LINE_CHARS]})
     return {"matches": matches, "files_searched": searched, "skipped": skipped, "truncated": truncated}
-
-
-# ---- exec -------------------------------------------------------------------------------
-
-
-class _Capture:
-    """Keeps the first and last halves of a stream within `cap` bytes and counts all bytes."""
-
-    def __init__(self, cap: int) -> None:
-        self.head_cap = cap // 2
-        self.tail_cap = cap - self.head_cap
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.head_cap - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.tail_cap:
-                del self.tail[: len(self.tail) - self.tail_cap]
-
-    async def drain(self, stream: asyncio.StreamReader | None) -> None:
-        if stream is None:
-            return
-        while chunk := await stream.read(65536):
-            self.feed(chunk)
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.head_cap + self.tail_cap
-
-    def text(self) -> str:
-        if not self.truncated:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
-        tail = bytes(self.tail[-self.tail_cap :])
-        omitted = self.total - len(self.head) - len(tail)
-        return (
-            bytes(self.head).decode("utf-8", errors="replace")
-            + f"\n…[{omitted} bytes omitted]…\n"
-            + tail.decode("utf-8", errors="replace")
-        )
-
-
-async def _exited(proc: asyncio.subprocess.Process) -> None:
-    """Wait until the shell itself exited. `proc.wait()` would also wait for every process still
-    holding its pipes (a `cmd &` left behind), so the exit status is polled instead (≤ 50 ms)."""
-    delay = 0.002
-    while proc.returncode is None:
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.05)
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-async def exec_command(
-    command: str,
-    timeout_s: Annotated[int, Field(ge=1, le=600)] = 30,
-    *,
-    ctx: ToolContext,
-) -> dict[str, Any]:
-    """Run a shell command (`/bin/sh -c`) in your room directory and return its exit code and output.
-
-    No stdin; the environment is this machine's without secrets (variables whose names hold KEY,
-    TOKEN, SECRET, PASSWORD or CREDENTIAL are removed). Each of stdout and stderr is capped (32 KiB
-    by default): a longer stream keeps its head and tail with a `…[N bytes omitted]…` marker.
-    Processes the command leaves behind are killed when it ends. Result: {exit_code, stdout,
-    stderr, took_ms, truncated, stdout_bytes, stderr_bytes}. A command still running after
-    timeout_s is killed (with all its child processes) and the call fails with E_TIMEOUT, whose
-    `detail` holds the partial output in the same shape.
-
-    Args:
-        command: The shell command line.
-        timeout_s: Seconds before the command is killed (1-600).
-
-    Raises:
-        E_TIMEOUT (partial output in `detail`), E_INVALID_ARGS (an empty command).
-    """
-    if not command.strip():
-        raise invalid_args("run command", "argument `command`", "`command` is empty; give a shell command")
-    limit = min(timeout_s, ctx.exec_max_timeout_s)
-    cwd = ctx.ensure_room()
-    out, err = _Capture(ctx.exec_output_max_bytes), _Capture(ctx.exec_output_max_bytes)
-    started = time.monotonic_ns()
-    spawn = asyncio.ensure_future(
-        asyncio.create_subprocess_shell(
-            command,
-            cwd=cwd,
-            env=ctx.exec_env(),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=guard_preexec(),  # the group is known to the guard before the command runs
-        )
-    )
-    try:
-        # shielded: a cancel while asyncio connects the pipes would kill only the shell and then
-        # wait for whatever it started to close the pipes
-        proc = await asyncio.shield(spawn)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            started_proc = await spawn
-            _kill_group(started_proc.pid)
-            await asyncio.wait_for(started_proc.wait(), 2)
-        raise
-    readers = [asyncio.create_task(out.drain(proc.stdout)), asyncio.create_task(err.drain(proc.stderr))]
-    timed_out = False
-    try:
-        try:
-            await asyncio.wait_for(_exited(proc), limit)
-        except TimeoutError:
-            timed_out = True
-        _kill_group(proc.pid)  # on timeout: the command; after exit: what it left running
-        _done, pending = await asyncio.wait([*readers, asyncio.create_task(proc.wait())], timeout=2)
-        for task in pending:  # a process that left the group still holds the pipe
-            task.cancel()
-    except BaseException:  # cancelled mid-run: kill everything, reap it, then let the cancel through
-        _kill_group(proc.pid)
-        for task in readers:
-            task.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(proc.wait(), 2)
-        release_group(proc.pid)
-        raise
-    release_group(proc.pid)
-    took_ms = (time.monotonic_ns() - started) // 1_000_000
-    result: dict[str, Any] = {
-        "exit_code": proc.returncode if proc.returncode is not None else -1,
-        "stdout": out.text(),
-        "stderr": err.text(),
-        "took_ms": took_ms,
-        "truncated": out.truncated or err.truncated,
-        "stdout_bytes": out.total,
-        "stderr_bytes": err.total,
-    }
-    if timed_out:
-        raise ToolError(
-            ErrorCode.TIMEOUT,
-            f"run command (killed after {limit} s)",
-            repr(command[:200]),
-            "make the command finish sooner (less input, fewer steps) or give a larger timeout_s; "
-            "its partial output is in detail",
-            retry=Retry.UNKNOWN,
-            detail=result,
-        )
-    return result
 
 
 # ---- letters between runs -----------------------------------------------------------------

@@ -17,49 +17,10 @@ from typing import Any
 
 from runfold.core.address import RESERVED_SEGMENT, is_reserved, parse_address
 from runfold.core.errors import ErrorCode, Gate, RunfoldError, invalid_args
+from runfold.core.secrets import scrub_env
+from runfold.tools.sandbox import ExecSettings
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-
-SECRET_NAME_PARTS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-"""An environment variable whose upper-cased name contains one of these is never passed to `exec`."""
-SECRET_NAMES: frozenset[str] = frozenset(
-    {
-        "ANTHROPIC_API_KEY",
-        "OPENAI_API_KEY",
-        "OPENROUTER_API_KEY",
-        "GEMINI_API_KEY",
-        "GOOGLE_API_KEY",
-        "MISTRAL_API_KEY",
-        "GROQ_API_KEY",
-        "HF_TOKEN",
-        "GITHUB_TOKEN",
-        "GH_TOKEN",
-        "GITHUB_PAT",
-        "GH_PAT",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AZURE_OPENAI_API_KEY",
-        "SSH_AUTH_SOCK",
-        "DATABASE_URL",
-        "PGPASSWORD",
-        "NETRC",
-    }
-)
-"""Named secrets dropped even when their name matches no part of SECRET_NAME_PARTS."""
-
-
-def is_secret_name(name: str) -> bool:
-    """True when an environment variable of this name is treated as one of the user's secrets."""
-    upper = name.upper()
-    return upper in SECRET_NAMES or any(part in upper for part in SECRET_NAME_PARTS)
-
-
-def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `env` without the user's secrets (see `is_secret_name`); PATH, HOME, LANG, TERM
-    and every other variable are kept."""
-    return {k: v for k, v in env.items() if not is_secret_name(k)}
-
 
 def _posix(path: Path | str) -> str:
     return Path(path).as_posix()
@@ -94,6 +55,9 @@ class ToolContext:
     - `edit_region(region, op, fields) -> result`: applies a notes/todo/scratch edit of this run's
       window (the context tools, `runtime.regions.RegionEditor.edit`); None outside a run loop.
       It raises `RunfoldError` for an edit that cannot apply or would pass its region's budget.
+    - `sandbox`: how `exec` is confined (`[tools.exec]`: `tools.sandbox.ExecSettings`);
+      `launched`: the process group the run loop started for this call of `exec`, held at its
+      gate and recorded on its `tool_called` (`tools.exec_tool.Launch`); None otherwise.
 
     Raises `E_INVALID_ARGS` when `room` is not an address (DESIGN.md §9) or is reserved.
     """
@@ -113,6 +77,8 @@ class ToolContext:
     offloaded: Callable[[str], tuple[str, str, bytes]] | None = field(default=None, compare=False)
     result_page_bytes: int = 16384
     edit_region: Callable[[str, str, dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
+    sandbox: ExecSettings = field(default_factory=ExecSettings)
+    launched: object | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(os.path.abspath(self.workspace)))
@@ -183,6 +149,12 @@ class ToolContext:
             ),
         )
 
+    def refuse_write(self, path: str, violation: str, action: str) -> RunfoldError:
+        """The `E_OUTSIDE_WRITE_DOMAIN` refusal (rule, `violation`, an alternative that works) of
+        a write to `path`."""
+        name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        return self._refuse_write(path, violation, name, action)
+
     def _alternative(self, name: str) -> str:
         base = name if name and name not in (".", "..") and not _is_reserved_segment(name) else "output.txt"
         for candidate in (base, f"new-{base}", f"new-{base}.txt"):
@@ -194,7 +166,8 @@ class ToolContext:
         """The real path a write to `path` (room-relative) lands on, after checking the write domain.
 
         Refused with `E_OUTSIDE_WRITE_DOMAIN` and a Gate when `path` is absolute, uses `..`, has a
-        `.runfold` segment, or resolves (through symlinks) outside the room or into `.runfold`;
+        `.runfold` segment, resolves (through symlinks) outside the room or into `.runfold`, or
+        names a file with other hard links (which may lie outside the room);
         `E_INVALID_ARGS` when it is empty, names the room itself, or contains a NUL byte.
         """
         checked = self._check_write(path)
@@ -203,8 +176,7 @@ class ToolContext:
         kind, message = checked
         if kind == "invalid":
             raise invalid_args(action, repr(path), message)
-        name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-        raise self._refuse_write(path, message, name, action)
+        raise self.refuse_write(path, message, action)
 
     def _check_write(self, path: str) -> Path | tuple[str, str]:
         """The real target, or (`invalid` | `outside`, what is wrong)."""
@@ -233,6 +205,16 @@ class ToolContext:
             return "outside", f"`{path}` resolves into the reserved .runfold directory"
         if real == real_room:
             return "invalid", "give a file path inside the room, e.g. `notes.md`"
+        try:
+            links = real.stat().st_nlink if real.is_file() else 1
+        except OSError:
+            links = 1
+        if links > 1:
+            return (
+                "outside",
+                f"`{path}` is a hard link ({links} names share this file; a write would change it "
+                "under its other names, which may lie outside the room)",
+            )
         return real
 
     # ---- reads --------------------------------------------------------------------------

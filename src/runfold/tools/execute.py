@@ -10,6 +10,7 @@ unknown, times out, raises or is cancelled.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from runfold.core.kinds import Kind
 from runfold.core.payloads import ToolCalled, ToolResult
 from runfold.core.records import Record
 from runfold.tools.context import ToolContext
+from runfold.tools.exec_tool import Launch, exec_command, launch
 from runfold.tools.registry import Tool, ToolRegistry
 from runfold.tools.results import valid_text
 
@@ -31,11 +33,15 @@ from runfold.tools.results import valid_text
 @dataclass(frozen=True)
 class ToolCallRequest:
     """One call the model asked for: its `id` (the `tool_use` id), the tool `name`, and the
-    arguments as the model's original JSON text (kept verbatim for the ledger, DESIGN.md §3)."""
+    arguments as the model's original JSON text (kept verbatim for the ledger, DESIGN.md §3);
+    `pgid`/`pstart`: the process group an `exec` call started, waiting at its gate, when
+    `before_write` is called (`tools.exec_tool.Launch`), recorded on its `tool_called`."""
 
     id: str
     name: str
     args_json: str
+    pgid: int | None = None
+    pstart: int | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,10 @@ def tool_called_payload(call: ToolCallRequest, registry: ToolRegistry) -> ToolCa
         data["subject"] = subject
     if found is not None:
         data["effect"] = found.effect
+    if call.pgid is not None:
+        data["pgid"] = call.pgid
+        if call.pstart is not None:
+            data["pstart"] = call.pstart
     return ToolCalled.from_data(data)
 
 
@@ -298,6 +308,19 @@ async def _run_one(prep: _Prepared, ctx: ToolContext) -> ToolOutcome:
     return ToolOutcome(call.id, call.name, result, None, _us_since(start))
 
 
+async def _prelaunch(prep: _Prepared, ctx: ToolContext) -> tuple[Launch | None, ToolOutcome | None]:
+    """For an `exec` call: its process group started and held at its gate (so its `tool_called`
+    can record it before it acts), or the outcome of a launch that failed (no sandbox, an empty
+    command: nothing started)."""
+    if prep.tool is None or prep.tool.fn is not exec_command or prep.args is None:
+        return None, None
+    start = time.perf_counter_ns()
+    try:
+        return await launch(str(prep.args.get("command", "")), ctx), None
+    except RunfoldError as err:
+        return None, ToolOutcome(prep.call.id, prep.call.name, None, err.to_data(), _us_since(start))
+
+
 async def execute_wave(
     calls: Sequence[ToolCallRequest],
     registry: ToolRegistry,
@@ -341,10 +364,25 @@ async def execute_wave(
                 i += 1
                 continue
             if prepared[i].writes:
+                call_ctx = ctx
                 if before_write is not None:
-                    await before_write(prepared[i].call, earlier(i))
+                    held, answered = await _prelaunch(prepared[i], ctx)
+                    if answered is not None:
+                        outcomes[i] = answered
+                        i += 1
+                        continue
+                    call = prepared[i].call
+                    if held is not None:
+                        call = dataclasses.replace(call, pgid=held.pgid, pstart=held.pstart)
+                        call_ctx = dataclasses.replace(ctx, launched=held)
+                    try:
+                        await before_write(call, earlier(i))
+                    except BaseException:
+                        if held is not None:
+                            await held.abort()
+                        raise
                 since = time.perf_counter_ns()
-                running = {i: asyncio.create_task(_run_one(prepared[i], ctx))}
+                running = {i: asyncio.create_task(_run_one(prepared[i], call_ctx))}
                 outcomes[i] = await running[i]
                 running = {}
                 i += 1

@@ -68,7 +68,8 @@ class DanglingCall:
     """A `tool_called` with no `tool_result`: `run`, `seq` of the tool_called line, the call's
     `tool_use_id`, tool `name`, the run's address `addr`; `closable` is False when the run is
     already frozen (a result after `run_frozen` would break its fold; the freeze dropped the
-    wave whole, so the history is valid, but the tool may have acted)."""
+    wave whole, so the history is valid, but the tool may have acted); `pgid`/`pstart`: the
+    process group the call started, as its `tool_called` recorded it (`exec`)."""
 
     run: str
     seq: int
@@ -76,6 +77,8 @@ class DanglingCall:
     name: str
     addr: str | None
     closable: bool = True
+    pgid: int | None = None
+    pstart: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +136,7 @@ class _RunState:
     handed_off: bool = False
     lines: int = 0
     forked: bool = False
-    open_calls: dict[str, tuple[int, str]] = field(default_factory=dict)
+    open_calls: dict[str, tuple[int, str, int | None, int | None]] = field(default_factory=dict)
     asked: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     """The open wave's calls with no `tool_called` yet: id → (reply seq, name, args)."""
 
@@ -169,7 +172,7 @@ class ResumeScan:
             st.asked = _asked(rec)
         elif kind == Kind.TOOL_CALLED.value:
             call = rec.typed(ToolCalled)
-            st.open_calls[call.id] = (rec.seq, call.name)
+            st.open_calls[call.id] = (rec.seq, call.name, call.pgid, call.pstart)
             st.asked.pop(call.id, None)
         elif kind == Kind.TOOL_RESULT.value:
             answered = rec.typed(ToolResult).tool_use_id
@@ -189,8 +192,10 @@ class ResumeScan:
         lost: list[LostRun] = []
         unrecorded: list[UnrecordedCall] = []
         for run, st in self._runs.items():
-            for call_id, (seq, name) in st.open_calls.items():
-                dangling.append(DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen))
+            for call_id, (seq, name, pgid, pstart) in st.open_calls.items():
+                dangling.append(
+                    DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen, pgid=pgid, pstart=pstart)
+                )
             if not st.frozen and not (st.forked and st.lines == 2):
                 lost.append(
                     LostRun(run, st.first_seq, st.last_seq, st.addr, st.task, st.turns, st.handed_off)
@@ -222,11 +227,15 @@ def closed_by_resume(rec: Record, result: ToolResult) -> bool:
     )
 
 
-def outcome_unknown_error(call: DanglingCall) -> RunfoldError:
-    """The §11 error resume writes as the result of a call whose process died after it started."""
+def outcome_unknown_error(call: DanglingCall, group_killed: bool = False) -> RunfoldError:
+    """The §11 error resume writes as the result of a call whose process died after it started;
+    `group_killed`: the call's process group was still running and resume killed it."""
+    killed = (
+        f"; its process group {call.pgid} was still running and resume killed it" if group_killed else ""
+    )
     return RunfoldError(
         ErrorCode.TOOL_OUTCOME_UNKNOWN,
-        f"finish tool call `{call.name}` (the process running it died after the call started)",
+        f"finish tool call `{call.name}` (the process running it died after the call started{killed})",
         f"call {call.tool_use_id} (tool_called at seq {call.seq})",
         "the tool may or may not have acted; check its effect before calling it again",
         retry=Retry.UNKNOWN,
@@ -237,6 +246,7 @@ def resume_drafts(
     plan: ResumePlan,
     *,
     pending: Mapping[str, Sequence[Draft]] | None = None,
+    killed: frozenset[str] = frozenset(),
 ) -> list[Draft]:
     """The lines that resume `plan` (DESIGN.md §7), in write order: per lost run (in order of
     first appearance), the results of its dangling calls (`tool_result` with an
@@ -246,7 +256,8 @@ def resume_drafts(
     before the process died), then `handoff_written` (left out when the run's last line already
     is one and nothing was written after it: a resume killed mid-write is not handed off twice)
     and `run_frozen {completion: cancelled, cause: process_died}`. Closable dangling calls of runs that are not lost do not exist (a run
-    is frozen or lost), so nothing else is written; an empty list for a clean plan."""
+    is frozen or lost), so nothing else is written; an empty list for a clean plan. `killed`: the
+    tool_use_ids whose recorded process group resume killed (their results say so)."""
     pending = pending or {}
     by_run: dict[str, list[DanglingCall]] = {}
     for call in plan.dangling:
@@ -261,7 +272,7 @@ def resume_drafts(
             result = ToolResult(
                 tool_use_id=call.tool_use_id,
                 name=call.name,
-                error=outcome_unknown_error(call).to_data(),
+                error=outcome_unknown_error(call, call.tool_use_id in killed).to_data(),
             )
             drafts.append(Draft(lost.run, RESUME_WHO, Kind.TOOL_RESULT.value, result, addr=lost.addr))
         for asked in never.get(lost.run, []):
