@@ -12,29 +12,25 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 from pydantic import Field
 
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.offload import PAGING_TOOL
 from runfold.tools.context import ToolContext
 from runfold.tools.exec_tool import exec_command
+from runfold.tools.file_errors import BINARY_SNIFF_BYTES
+from runfold.tools.file_errors import call_hint as _call
+from runfold.tools.file_errors import is_binary as _is_binary
+from runfold.tools.file_errors import not_found as _not_found
 from runfold.tools.paging import read_result
+from runfold.tools.read_gate import LinkCensus, NotRegularFile, open_checked
 from runfold.tools.regions import CONTEXT_TOOLS
 from runfold.tools.registry import Tool, ToolRegistry
+from runfold.tools.search import search
 from runfold.tools.write_domain import write_in_room
-
-BINARY_SNIFF_BYTES = 8192
-"""A file with a NUL byte in its first 8 KiB is treated as binary."""
-SEARCH_MAX_FILE_BYTES = 8 * 1024 * 1024
-"""`search` skips files larger than this (8 MiB)."""
-SEARCH_LINE_CHARS = 300
-"""A matching line is shown up to this many characters."""
 
 Line = Annotated[int, Field(ge=1)]
 
@@ -42,36 +38,6 @@ Line = Annotated[int, Field(ge=1)]
 # ---- helpers ----------------------------------------------------------------------------
 
 
-def _call(tool: str, path: str) -> str:
-    """The call a tool error points the model to, written as it would send it:
-    `read_file {"path": "todo.md"}`."""
-    return f"{tool} {orjson.dumps({'path': path}).decode()}"
-
-
-def _not_found(ctx: ToolContext, path: str, real: Path, action: str) -> RunfoldError:
-    nearby: tuple[str, ...] = ()
-    parent = real.parent
-    if parent.is_dir() and ctx.is_readable(parent):
-        try:
-            names = sorted(e.name for e in os.scandir(parent) if e.name.casefold() != ".runfold")
-        except OSError:
-            names = []
-        close = difflib.get_close_matches(real.name, names, n=3, cutoff=0.5)
-        nearby = tuple(ctx.display(parent / n) for n in close)
-    hint = f" (did you mean {', '.join(f'`{n}`' for n in nearby)}?)" if nearby else ""
-    where = ctx.display(parent) if parent.is_dir() and ctx.is_readable(parent) else "."
-    return RunfoldError(
-        ErrorCode.PATH_NOT_FOUND,
-        action,
-        repr(path),
-        f"no such path{hint}; see what is there with {_call('list_dir', where)} — paths are "
-        f"relative to {ctx.room_label}",
-        nearby=nearby,
-    )
-
-
-def _is_binary(head: bytes) -> bool:
-    return b"\x00" in head[:BINARY_SNIFF_BYTES]
 
 
 def _encode_text(text: str, field: str, action: str, path: str) -> bytes:
@@ -101,7 +67,8 @@ def read_file(
     can be copied into edit_file. Result: {path, content, start_line, end_line, total_lines, bytes,
     truncated} — `end_line` is the last line included; when the output cap (64 KiB by default) cut
     the range, `truncated` is true and `next_start_line` says where to continue. Paths are relative
-    to your room; `..` may reach other parts of the workspace; `.runfold` is never readable.
+    to your room; `..` may reach other parts of the workspace; `.runfold` is never readable, nor
+    a file with another name (a hard link) outside the workspace or inside `.runfold`.
 
     Args:
         path: File path, relative to the room.
@@ -110,7 +77,8 @@ def read_file(
 
     Raises:
         E_PATH_NOT_FOUND (with close names), E_INVALID_ARGS (a directory, a binary file, a range
-        past the end), E_GATE_DENIED (outside the workspace or into .runfold).
+        past the end), E_GATE_DENIED (outside the workspace or into .runfold, through a symlink or
+        a hard link).
     """
     action = "read file"
     real = ctx.resolve_read(path, action)
@@ -122,26 +90,28 @@ def read_file(
             repr(path),
             f"this is a directory, not a file: list it with {_call('list_dir', ctx.display(real))}",
         )
-    if not real.is_file():
-        raise invalid_args(
-            action, repr(path), "this is not a regular file (a device, pipe or socket); read files only"
-        )
     if start_line is not None and end_line is not None and end_line < start_line:
         raise invalid_args(
             action,
             "argument `end_line`",
             f"end_line ({end_line}) is before start_line ({start_line}); give end_line >= start_line",
         )
+    try:
+        opened = open_checked(ctx, real, path, action, LinkCensus(ctx))
+    except NotRegularFile:
+        raise invalid_args(
+            action, repr(path), "this is not a regular file (a device, pipe or socket); read files only"
+        ) from None
     start = start_line or 1
     cap = ctx.read_max_bytes
-    size = real.stat().st_size
     chunks: list[bytes] = []
     used = 0
     last = start - 1
     total = 0
     truncated = False
     next_start: int | None = None
-    with open(real, "rb") as f:
+    with opened as f:
+        size = os.fstat(f.fileno()).st_size
         if _is_binary(f.read(BINARY_SNIFF_BYTES)):
             raise invalid_args(
                 action,
@@ -236,7 +206,7 @@ def edit_file(path: str, old: str, new: str, *, ctx: ToolContext) -> dict[str, A
 
     Raises:
         E_INVALID_ARGS (0 or several matches, empty `old`, not UTF-8), E_PATH_NOT_FOUND,
-        E_OUTSIDE_WRITE_DOMAIN.
+        E_OUTSIDE_WRITE_DOMAIN, E_GATE_DENIED (a hard link to a file outside the workspace).
     """
     action = "edit file"
     real = ctx.resolve_write(path, action)
@@ -246,7 +216,8 @@ def edit_file(path: str, old: str, new: str, *, ctx: ToolContext) -> dict[str, A
         raise invalid_args(action, repr(path), "this is not a regular file; give a file path inside the room")
     if old == "":
         raise invalid_args(action, "argument `old`", "`old` is empty; give the exact text to replace")
-    raw = real.read_bytes()
+    with open_checked(ctx, real, path, action, LinkCensus(ctx)) as f:  # its lines show in errors
+        raw = f.read()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -335,81 +306,6 @@ def list_dir(path: str = ".", *, ctx: ToolContext) -> dict[str, Any]:
     }
 
 
-def _walk(ctx: ToolContext, root: Path) -> Iterable[Path]:
-    if root.is_file():
-        yield root
-        return
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d.casefold() != ".runfold")
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
-
-
-def search(pattern: str, path: str = ".", regex: bool = False, *, ctx: ToolContext) -> dict[str, Any]:
-    """Search the text files under a directory (default: your room) for lines containing a pattern.
-
-    Case-sensitive; a plain substring unless `regex` is true (Python `re` syntax). Files are visited
-    in sorted order; binary files, files over 8 MiB, `.runfold` and symlinks leading out of the
-    workspace are skipped. Result: {matches, files_searched, skipped, truncated} — each match is
-    {path, line, text} (1-based line, text cut at 300 characters); at most 100 matches by default,
-    `truncated` says when more exist.
-
-    Args:
-        pattern: Text (or regular expression with regex=true) to find within a line.
-        path: File or directory to search, relative to the room.
-        regex: Treat the pattern as a regular expression.
-
-    Raises:
-        E_INVALID_ARGS (empty pattern, bad regular expression), E_PATH_NOT_FOUND, E_GATE_DENIED.
-    """
-    action = "search"
-    if pattern == "":
-        raise invalid_args(action, "argument `pattern`", "`pattern` is empty; give the text to look for")
-    compiled: re.Pattern[str] | None = None
-    if regex:
-        try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            raise invalid_args(
-                action,
-                "argument `pattern`",
-                f"the regular expression is invalid ({exc}); fix it or search with regex=false",
-            ) from None
-    real = ctx.resolve_read(path, action)
-    if not real.exists():
-        raise _not_found(ctx, path, real, action)
-    cap = ctx.search_max_results
-    matches: list[dict[str, Any]] = []
-    searched = skipped = 0
-    truncated = False
-    for file in _walk(ctx, real):
-        if truncated:
-            break
-        try:
-            if file.is_symlink() and not ctx.is_readable(Path(os.path.realpath(file))):
-                skipped += 1
-                continue
-            if not file.is_file() or file.stat().st_size > SEARCH_MAX_FILE_BYTES:
-                skipped += 1
-                continue
-            raw = file.read_bytes()
-        except OSError:
-            skipped += 1
-            continue
-        if _is_binary(raw):
-            skipped += 1
-            continue
-        searched += 1
-        shown = ctx.display(file)
-        for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
-            hit = compiled.search(line) is not None if compiled is not None else pattern in line
-            if not hit:
-                continue
-            if len(matches) >= cap:
-                truncated = True
-                break
-            matches.append({"path": shown, "line": number, "text": line[:SEARCH_LINE_CHARS]})
-    return {"matches": matches, "files_searched": searched, "skipped": skipped, "truncated": truncated}
 
 
 # ---- letters between runs -----------------------------------------------------------------

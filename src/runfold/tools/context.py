@@ -26,8 +26,16 @@ def _posix(path: Path | str) -> str:
     return Path(path).as_posix()
 
 
-def _is_reserved_segment(segment: str) -> bool:
+def is_reserved_segment(segment: str) -> bool:
+    """True for a path segment naming the reserved `.runfold` directory (any letter case)."""
     return segment.casefold() == RESERVED_SEGMENT
+
+
+READ_RULE = (
+    "a run reads only inside its workspace, never inside .runfold, through no name: symlinks are "
+    "resolved, and a file with several names (hard links) is read only when all of them are there"
+)
+"""The rule every read refusal cites (its `gate.rule`)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +164,7 @@ class ToolContext:
         return self._refuse_write(path, violation, name, action)
 
     def _alternative(self, name: str) -> str:
-        base = name if name and name not in (".", "..") and not _is_reserved_segment(name) else "output.txt"
+        base = name if name and name not in (".", "..") and not is_reserved_segment(name) else "output.txt"
         for candidate in (base, f"new-{base}", f"new-{base}.txt"):
             if isinstance(self._check_write(candidate), Path):
                 return candidate
@@ -187,7 +195,7 @@ class ToolContext:
         segments = [s for s in path.split("/") if s not in ("", ".")]
         if ".." in segments:
             return "outside", f"`{path}` climbs out with `..`"
-        if any(_is_reserved_segment(s) for s in segments):
+        if any(is_reserved_segment(s) for s in segments):
             return "outside", f"`{path}` reaches into the reserved .runfold directory"
         if not segments:
             return "invalid", "give a file path inside the room, e.g. `notes.md`"
@@ -201,7 +209,7 @@ class ToolContext:
                 "outside",
                 f"`{path}` resolves to `{_posix(inside_ws)}` (through a symlink), outside the room",
             )
-        if any(_is_reserved_segment(s) for s in inside_ws.parts):
+        if any(is_reserved_segment(s) for s in inside_ws.parts):
             return "outside", f"`{path}` resolves into the reserved .runfold directory"
         if real == real_room:
             return "invalid", "give a file path inside the room, e.g. `notes.md`"
@@ -227,7 +235,7 @@ class ToolContext:
             f"read `{alternative}` or another path inside the workspace instead",
             nearby=(alternative,),
             gate=Gate(
-                rule="a run reads only inside its workspace, never inside .runfold",
+                rule=READ_RULE,
                 violation=violation,
                 alternative=f"read `{alternative}` (paths are relative to {self.room_label})",
             ),
@@ -251,7 +259,7 @@ class ToolContext:
                 alt = self.display(absolute)
             raise self._refuse_read(path, f"`{path}` is an absolute path", alt, action)
         segments = [s for s in path.split("/") if s not in ("", ".")]
-        if any(_is_reserved_segment(s) for s in segments):
+        if any(is_reserved_segment(s) for s in segments):
             raise self._refuse_read(
                 path, f"`{path}` reaches into the reserved .runfold directory", ".", action
             )
@@ -260,7 +268,7 @@ class ToolContext:
             raise self._refuse_read(
                 path, f"`{path}` resolves to `{real}`, outside the workspace", ".", action
             )
-        if any(_is_reserved_segment(s) for s in real.relative_to(real_ws).parts):
+        if any(is_reserved_segment(s) for s in real.relative_to(real_ws).parts):
             raise self._refuse_read(
                 path, f"`{path}` resolves into the reserved .runfold directory", ".", action
             )
@@ -271,4 +279,4 @@ class ToolContext:
         real_ws = self.real_workspace
         if not real.is_relative_to(real_ws):
             return False
-        return not any(_is_reserved_segment(s) for s in real.relative_to(real_ws).parts)
+        return not any(is_reserved_segment(s) for s in real.relative_to(real_ws).parts)
