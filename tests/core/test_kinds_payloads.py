@@ -39,6 +39,7 @@ DESIGN_RECORD_ONLY = {
     "signal_enqueued",
     "eval_run",
     "cache_renewed",
+    "session_imported",
 }
 
 

@@ -41,6 +41,7 @@ class Kind(enum.StrEnum):
     SIGNAL_ENQUEUED = "signal_enqueued"
     EVAL_RUN = "eval_run"
     CACHE_RENEWED = "cache_renewed"
+    SESSION_IMPORTED = "session_imported"
 
 
 IN_WINDOW: frozenset[Kind] = frozenset(

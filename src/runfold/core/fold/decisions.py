@@ -76,6 +76,7 @@ DECISIONS: dict[Kind, Decision] = {
     Kind.SIGNAL_ENQUEUED: Decision.IGNORE,
     Kind.EVAL_RUN: Decision.IGNORE,
     Kind.CACHE_RENEWED: Decision.IGNORE,
+    Kind.SESSION_IMPORTED: Decision.IGNORE,
 }
 """Every `Kind` and what the run fold does with it; a test checks it covers `Kind` exactly."""
 

@@ -286,6 +286,7 @@ class _Folder:
                 | Kind.SIGNAL_ENQUEUED
                 | Kind.EVAL_RUN
                 | Kind.CACHE_RENEWED
+                | Kind.SESSION_IMPORTED
             ):
                 pass  # record-only: never decides request bytes
             case _:
