@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from runfold.runtime.control import ControlHub, ControlReceipt
     from runfold.runtime.cost import CostReport
     from runfold.runtime.executor import RunOutcome
+    from runfold.runtime.importing import ImportReport
     from runfold.runtime.prefix import ConversationView
     from runfold.runtime.replay import ReplayReport
     from runfold.runtime.resume import ResumeReport
@@ -40,6 +41,7 @@ __all__ = [
     "ControlReceipt",
     "ConversationView",
     "CostReport",
+    "ImportReport",
     "LinePosition",
     "ReplayReport",
     "ResumeReport",
@@ -54,6 +56,7 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "ControlReceipt": "runfold.runtime.control",
     "ConversationView": "runfold.runtime.prefix",
+    "ImportReport": "runfold.runtime.importing",
     "CostReport": "runfold.runtime.cost",
     "ReplayReport": "runfold.runtime.replay",
     "ResumeReport": "runfold.runtime.resume",
@@ -211,6 +214,23 @@ class Workspace(WorkspaceRuns):
         finally:
             ledger.close()
             self.close()
+
+    def import_session(self, path: Path, format: str = "auto") -> ImportReport:
+        """Import another tool's session file at `path` as runs of this workspace (`format`: one
+        of `runfold.importers.FORMATS`, or `auto` to detect it; the report says which). Each
+        session becomes a frozen run: `run_started` with `imported` provenance, `session_imported`
+        (format, the file's BLAKE3, the CAS map from each source line or event to its seqs),
+        then the lines a native run writes. All or nothing: the file is read and checked before
+        the writer opens, every run is folded before one batch is written. Raises
+        `E_PATH_NOT_FOUND` for a missing file, `E_INVALID_ARGS` naming the source line or event
+        for bad input (a line that is not JSON, a truncated file, an unknown format version, a
+        tool result whose call is missing), `E_LEDGER_HELD` when another process writes."""
+        from runfold.runtime.importing import prepare_import, write_import
+
+        self._writable("import a session", "a bare ledger is read-only; `runfold init` a workspace")
+        prepared = prepare_import(path, format)
+        with self.writer() as ledger:
+            return write_import(self._root, ledger, prepared)
 
     # ---- reading -------------------------------------------------------------------------
 

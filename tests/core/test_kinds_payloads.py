@@ -40,6 +40,7 @@ DESIGN_RECORD_ONLY = {
     "eval_run",
     "cache_renewed",
     "secret_captured",
+    "session_imported",
 }
 
 

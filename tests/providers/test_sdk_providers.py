@@ -159,7 +159,7 @@ def test_anthropic_stream_keeps_the_streamed_argument_text_verbatim() -> None:
 
 
 def test_anthropic_whole_reply_keeps_number_spellings() -> None:
-    from runfold.providers._sdk import dumps_exact, loads_exact
+    from runfold.core.exact_json import dumps_exact, loads_exact
 
     raw = b'{"path":"\xc3\xbc","n":1.50,"big":12345678901234567890,"e":1e2,"l":[true,null]}'
     assert dumps_exact(loads_exact(raw)) == raw.decode()

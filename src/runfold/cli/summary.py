@@ -317,6 +317,16 @@ def _secret_captured(d: dict[str, Any]) -> str:
     )
 
 
+def _session_imported(d: dict[str, Any]) -> str:
+    digest = _s(d, "hash") or ""
+    return _join(
+        f"{_s(d, 'format') or '?'} {_s(d, 'source') or '?'}",
+        f"session {_s(d, 'session')}" if _s(d, "session") else None,
+        f"b3 {digest[:12]}…" if digest else None,
+        f"map {_s(d, 'map')}" if _s(d, "map") else None,
+    )
+
+
 SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.WORKSPACE_INITIALIZED: _workspace_initialized,
     Kind.RUN_STARTED: _run_started,
@@ -346,6 +356,7 @@ SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.EVAL_RUN: _eval_run,
     Kind.CACHE_RENEWED: _cache_renewed,
     Kind.SECRET_CAPTURED: _secret_captured,
+    Kind.SESSION_IMPORTED: _session_imported,
 }
 
 

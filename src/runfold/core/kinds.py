@@ -42,6 +42,7 @@ class Kind(enum.StrEnum):
     EVAL_RUN = "eval_run"
     CACHE_RENEWED = "cache_renewed"
     SECRET_CAPTURED = "secret_captured"
+    SESSION_IMPORTED = "session_imported"
 
 
 IN_WINDOW: frozenset[Kind] = frozenset(

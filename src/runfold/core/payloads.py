@@ -77,7 +77,7 @@ class WorkspaceInitialized(Payload):
 class RunStarted(Payload):
     KIND = Kind.RUN_STARTED
     OPTIONAL = frozenset(
-        {"job", "parent", "predecessor", "dispatched_by", "policy", "opening", "effort", "model"}
+        {"job", "parent", "predecessor", "dispatched_by", "policy", "opening", "effort", "model", "imported"}
     )
     task: str = ""
     goal: str = ""
@@ -90,6 +90,8 @@ class RunStarted(Payload):
     opening: str | None = None
     effort: str | None = None
     model: str | None = None
+    imported: dict[str, Json] | None = None
+    """Provenance of a run imported from another tool's session file: `{format, source, session}`."""
 
 
 OPENINGS = ("from_job", "inherited", "with_person")
@@ -402,6 +404,25 @@ class SecretCaptured(Payload):
     names: list[str] = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass(kw_only=True)
+class SessionImported(Payload):
+    """A run imported from another tool's session file (written right after its `run_started`):
+    the source `format` (`runfold.importers.FORMATS`), the file's name `source`, its BLAKE3
+    `hash` and length `bytes`, the `session` inside it this run holds (the main session, a
+    subagent, a task), `map` the CAS locator of the JSON document that maps every source
+    position (`line N`, `event N`, `messages[N]`) to the seqs it became, and `facts`
+    (provenance strings the source carries: session id, tool version, fork origin)."""
+
+    KIND = Kind.SESSION_IMPORTED
+    format: str = ""
+    source: str = ""
+    hash: str = ""
+    bytes: int = 0
+    session: str = ""
+    map: str = ""
+    facts: dict[str, Json] = dataclasses.field(default_factory=dict)
+
+
 PAYLOADS: dict[Kind, type[Payload]] = {
     cls.KIND: cls
     for cls in (
@@ -433,6 +454,7 @@ PAYLOADS: dict[Kind, type[Payload]] = {
         EvalRun,
         CacheRenewed,
         SecretCaptured,
+        SessionImported,
     )
 }
 

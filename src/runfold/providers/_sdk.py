@@ -13,7 +13,6 @@ from __future__ import annotations
 import email.utils
 import importlib
 import inspect
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -192,35 +191,6 @@ def _request_url(err: BaseException) -> str | None:
 def cut_stream(provider: str, what: str) -> ProviderError:
     """A stream that ended without its closing event: retryable, status None."""
     return ProviderError(f"{provider} stream ended before {what} (cut stream)", status=None, retryable=True)
-
-
-def loads_exact(raw: bytes | str) -> Any:
-    """Parse JSON keeping every number's original spelling (see `dumps_exact`)."""
-    return json.loads(raw, parse_float=_Number, parse_int=_Number)
-
-
-class _Number(str):
-    """A JSON number kept as its source text."""
-
-
-def dumps_exact(value: Any) -> str:
-    """Compact JSON of a value from `loads_exact`: numbers written as they arrived (so `1.50`
-    stays `1.50`), strings as raw UTF-8, keys in their original order."""
-    if isinstance(value, _Number):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, Mapping):
-        return "{" + ",".join(f"{dumps_exact(str(k))}:{dumps_exact(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(dumps_exact(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def refusal(provider: str, blocks: Sequence[Block], why: str) -> ProviderError:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from runfold.core.exact_json import dumps_exact, loads_exact
 from runfold.core.messages import Block, redacted_thinking_block, text_block, thinking_block, tool_use_block
 from runfold.providers._sdk import (
     Clock,
     SdkProvider,
     cut_stream,
-    dumps_exact,
     emit,
-    loads_exact,
     map_sdk_error,
     refusal,
 )

@@ -123,6 +123,7 @@ def rebuilt_requests(
         (r for r in lin.steps[-1].lines if r.known and r.kind is Kind.PROMPT_ASSEMBLED), None
     )  # the run's frozen prefix, also for a summary call made before its first assembly
     for index, step in enumerate(lin.steps):
+        imported = next((r for r in step.lines[:2] if r.kind_name == Kind.SESSION_IMPORTED.value), None)
         for rec in step.lines:
             folder.feed(rec, inherits=index > 0 and rec is step.lines[0])
             if rec.known and rec.kind is Kind.PROMPT_ASSEMBLED:
@@ -133,8 +134,12 @@ def rebuilt_requests(
                 continue
             called = rec.typed(ModelCalled)
             if not called.request.hash:
+                why = "model_called records no request hash"
+                if imported is not None:
+                    source = imported.env.data.get("format")
+                    why = f"imported from a {source} session: the request has no recorded bytes to check"
                 if skipped is not None:
-                    skipped.append((rec.seq, "model_called records no request hash"))
+                    skipped.append((rec.seq, why))
                 continue
             summary_of = _summary_through(called)
             assembled, assembled_seq = folder.prefix, folder.prefix_seq

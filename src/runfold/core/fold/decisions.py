@@ -77,6 +77,7 @@ DECISIONS: dict[Kind, Decision] = {
     Kind.EVAL_RUN: Decision.IGNORE,
     Kind.CACHE_RENEWED: Decision.IGNORE,
     Kind.SECRET_CAPTURED: Decision.IGNORE,
+    Kind.SESSION_IMPORTED: Decision.IGNORE,
 }
 """Every `Kind` and what the run fold does with it; a test checks it covers `Kind` exactly."""
 

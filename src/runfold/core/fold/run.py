@@ -287,6 +287,7 @@ class _Folder:
                 | Kind.EVAL_RUN
                 | Kind.CACHE_RENEWED
                 | Kind.SECRET_CAPTURED
+                | Kind.SESSION_IMPORTED
             ):
                 pass  # record-only: never decides request bytes
             case _:

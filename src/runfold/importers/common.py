@@ -1,0 +1,142 @@
+"""What every format module needs: reading JSONL or JSON with errors that name the source line,
+ISO timestamps as UTC ms, and foreign content flattened to the text the model saw."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from runfold.core.exact_json import ExactNumber, dumps_exact, loads_exact
+from runfold.core.messages import Block, text_block, tool_use_block
+from runfold.importers.plan import bad_source
+
+
+def decode(fmt: str, source: str, data: bytes) -> str:
+    """`data` as UTF-8 text; a byte that is not UTF-8 is refused naming its line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise bad_source(
+            fmt,
+            source,
+            f"line {line}",
+            f"byte {exc.start} is not UTF-8",
+            "the file is damaged or not a session file; restore it from a copy",
+        ) from None
+
+
+def jsonl(fmt: str, source: str, data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`(1-based line number, object)` for every non-blank line of a JSONL file. A line that is
+    not JSON (a torn last line included) or not an object is refused naming its number."""
+    text = decode(fmt, source, data)
+    lines = text.split("\n")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = loads_exact(line)
+        except ValueError as exc:
+            torn = i == len(lines) and not text.endswith("\n")
+            what = (
+                "the last line is cut short" if torn else f"the line is not JSON ({getattr(exc, 'msg', exc)})"
+            )
+            recovery = (
+                "the file was still being written or was truncated; import a complete copy"
+                if torn
+                else "repair or remove that line (the rest of the file is intact), then import again"
+            )
+            raise bad_source(fmt, source, f"line {i}", what, recovery) from None
+        if not isinstance(value, dict):
+            raise bad_source(
+                fmt,
+                source,
+                f"line {i}",
+                "the line is not a JSON object",
+                f"every line of a {fmt} file is an object; check the format (`runfold import auto FILE`)",
+            )
+        yield i, value
+
+
+def whole_json(fmt: str, source: str, data: bytes) -> Any:
+    """The file as one JSON value; malformed JSON is refused naming the line and column."""
+    text = decode(fmt, source, data)
+    try:
+        return loads_exact(text)
+    except ValueError as exc:
+        err = exc if hasattr(exc, "lineno") else None
+        line = getattr(err, "lineno", 1)
+        col = getattr(err, "colno", 1)
+        cut = getattr(err, "pos", 0) >= len(text.rstrip())
+        what = (
+            "the file ends before the JSON does"
+            if cut
+            else f"the file is not JSON ({getattr(err, 'msg', exc)})"
+        )
+        raise bad_source(
+            fmt,
+            source,
+            f"line {line} column {col}",
+            what,
+            "import a complete, unmodified copy of the file",
+        ) from None
+
+
+def ms(stamp: Any) -> int | None:
+    """An ISO-8601 timestamp (`2026-01-21T06:20:30.861Z`) as UTC milliseconds, None if absent
+    or unreadable (a time is provenance, never a reason to refuse a file)."""
+    if not isinstance(stamp, str) or not stamp or isinstance(stamp, ExactNumber):
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return int(when.timestamp() * 1000)
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (foreign files omit what they like)."""
+    return value if isinstance(value, dict) else {}
+
+
+def text_of(content: Any) -> str:
+    """Foreign message content as the text the model saw: a string as is; an array of parts
+    joined by newlines, text parts by their text, any other part as its compact JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str) and not isinstance(content, ExactNumber):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+            else:
+                parts.append(dumps_exact(part))
+        return "\n".join(parts)
+    return dumps_exact(content)
+
+
+def args_text(raw: Any) -> str:
+    """A tool call's arguments as JSON text: a string (the model's own text) as is, an object
+    or other value printed with its numbers as they were spelled."""
+    if isinstance(raw, str) and not isinstance(raw, ExactNumber):
+        return raw if raw.strip() else "{}"
+    if raw is None:
+        return "{}"
+    return dumps_exact(raw)
+
+
+def text_blocks(text: str) -> list[Block]:
+    """`[text block]`, or nothing for blank text (providers refuse empty text blocks)."""
+    return [text_block(text)] if text.strip() else []
+
+
+def call_block(call_id: str, name: str, raw_args: Any) -> Block:
+    """A `tool_use` block for a foreign call."""
+    return tool_use_block(call_id, name or "unknown", args_text(raw_args))
