@@ -160,11 +160,15 @@ class ControlAnswer(BaseModel):
 
 
 class ForkAnswer(BaseModel):
+    """The fork: `cut` is the last safe point ≤ `at` actually used, `moved` why it differs."""
+
     run: str
     mother: str
     at: int
     cut: int
     state: str
+    moved: str | None = None
+    messages: int = 0
 
 
 class VerifyAnswer(BaseModel):
@@ -397,7 +401,15 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
             at = cut if isinstance(cut, int) else body.at
             return ForkAnswer(run=h.run, mother=rid, at=body.at, cut=at, state=info(h.run).state)
         plan = await owner.fork(rid, body.at, body.task or None)
-        return ForkAnswer(run=plan.new_run, mother=rid, at=body.at, cut=plan.cut, state="not_started")
+        return ForkAnswer(
+            run=plan.new_run,
+            mother=rid,
+            at=body.at,
+            cut=plan.cut,
+            state="not_started",
+            moved=plan.moved,
+            messages=len(plan.inherited.messages),
+        )
 
     @api.post("/runs/{run}/continue", response_model=RunInfo, status_code=202, responses=_STATE_ERRORS, summary="Continue a frozen run")
     async def continue_run(run: str, body: ContinueRequest) -> RunInfo:

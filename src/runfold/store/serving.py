@@ -121,6 +121,21 @@ def find_server(ws: Path) -> ServeInfo | None:
     return info if holder == str(info.pid) else None
 
 
+def held_recovery(ws: Path, holder: str) -> str:
+    """The recovery sentence of `E_LEDGER_HELD` when pid `holder` holds the writer lock of `ws`:
+    a serving owner takes runs over HTTP; another process is waited for, or replaced by one."""
+    info = read_info(ws)
+    if info is not None and str(info.pid) == holder:
+        return (
+            f"`runfold serve` (pid {holder}, {info.url}) owns this workspace: `runfold run`, `continue`, "
+            "`fork`, `steer` and `cancel` hand their work to it; stop it (Ctrl-C) for other commands that write"
+        )
+    return (
+        f"another runfold process (pid {holder}) is writing this workspace; wait for it to finish or stop it, then "
+        "retry (readers need no lock); to run several agents at once, start `runfold serve` here: runs go to it"
+    )
+
+
 def new_token(ws: Path) -> Path:
     """Generate a fresh bearer token into `token_path(ws)` with mode 0600 (replacing one);
     returns its path."""
