@@ -101,7 +101,8 @@ def test_a_second_plain_run_names_runfold_serve(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not list((root / ".runfold" / "ledger").glob("*.jsonl"))[0].read_text().count("run_started"):
+        segment = next((root / ".runfold" / "ledger").glob("*.jsonl"))
+        while time.monotonic() < deadline and "run_started" not in segment.read_text():
             time.sleep(0.05)
         second = cli(root, "run", "second", "--model", f"script:{slow}")
         assert second.returncode != 0
