@@ -25,6 +25,9 @@ from runfold.store.serving import ServeInfo, new_token, read_token, remove_info,
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
+KEEP_ALIVE_S = 120
+"""Seconds an idle keep-alive connection stays open: long, because a loop busy with many runs
+may answer late, and a connection closed under a client's next request fails that request."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,14 @@ async def serve(
         shown = f"[{opts.host}]" if ":" in opts.host else opts.host
         url = f"http://{shown}:{port}"
         app = build_app(owner, token, routers=routers)  # type: ignore[arg-type]
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # the access log would carry nothing secret, but stays quiet by default
+            lifespan="off",
+            timeout_graceful_shutdown=5,
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
         server = uvicorn.Server(config)
         write_info(ws_root, ServeInfo(os.getpid(), url, opts.host, port, str(tfile) if tfile else None, now_ms()))
         for run, why in owner.dropped:
