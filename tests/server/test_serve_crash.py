@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -55,4 +54,3 @@ def test_kill_9_mid_runs_then_restart(tmp_path: Path) -> None:
         by_seq = {rec.seq: json.loads(rec.raw) for rec in lines}
         assert all(by_seq[line["seq"]] == line for line in seen)  # acknowledged lines survived
     assert not list((root / ".runfold" / "serve" / "queue").glob("*.json"))
-    _ = time

@@ -28,6 +28,7 @@ from runfold import __version__
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.fold import RunSummary
 from runfold.server.owner import Hosted, RunOwner
+from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 
 API = "/api"
 
@@ -74,17 +75,24 @@ class ErrorResponse(BaseModel):
     message: str
 
 
+ToolName = Annotated[str, Field(json_schema_extra={"enum": [*BUILTIN_NAMES, *OPT_IN_NAMES]})]
+"""A built-in tool's name (an unknown name is refused with the closest ones)."""
+ROOM_PATTERN = r"^[^/\\:\x00-\x1f\x7f]+(/[^/\\:\x00-\x1f\x7f]+)*$"
+"""A room address: relative, `/`-separated non-empty segments without `\\`, `:` or control
+characters (`.` and `..` segments and `.runfold` are refused too, DESIGN.md §9)."""
+
+
 class RunRequest(BaseModel):
     """What a run is asked to do; a field left out takes the workspace's default."""
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str = Field(min_length=1, description="The person's words: what the agent should do.")
+    task: str = Field(pattern=r"\S", description="The person's words: what the agent should do (not blank).")
     goal: str = Field("", description="What done looks like (the run's system segment).")
     model: str | None = Field(None, description="Model SPEC: local, anthropic:<model>, openai:<model>, script:<file> …")
-    room: str = Field(".", description="The run's address: where it may write.")
+    room: str = Field(".", pattern=ROOM_PATTERN, description="The run's address: where it may write (`.`: the root).")
     max_turns: int | None = Field(None, ge=1, description="Turn ceiling.")
-    builtin_tools: bool | list[str] | None = Field(None, description="True, False or built-in tool names.")
+    builtin_tools: bool | list[ToolName] | None = Field(None, description="True, False or built-in tool names.")
     system: str | None = Field(None, description="Replaces the default system text.")
 
 
@@ -96,7 +104,7 @@ class ContinueRequest(BaseModel):
     task: str = ""
     model: str | None = None
     max_turns: int | None = Field(None, ge=1)
-    builtin_tools: bool | list[str] | None = None
+    builtin_tools: bool | list[ToolName] | None = None
 
 
 class ForkRequest(ContinueRequest):
@@ -190,13 +198,15 @@ class ServerInfo(BaseModel):
     lines: int
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorResponse, "description": "a malformed request or a bad argument"},
+_AUTH: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorResponse, "description": "missing or wrong bearer token"},
+}
+_BAD: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "a bad argument (e.g. a run prefix several runs share)"},
     422: {"model": ErrorResponse, "description": "the body or a parameter does not fit the schema"},
 }
 _RUN_ERRORS: dict[int | str, dict[str, Any]] = {
-    **_ERRORS,
+    **_BAD,
     404: {"model": ErrorResponse, "description": "no run has that id or prefix"},
 }
 _STATE_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -323,7 +333,7 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
         )
         return JSONResponse(error_json(err), status_code=exc.status_code)
 
-    api = APIRouter(prefix=API, dependencies=[Depends(auth)], responses=_ERRORS)
+    api = APIRouter(prefix=API, dependencies=[Depends(auth)], responses=_AUTH)
 
     def run_of(run: str) -> str:
         return owner.resolve(run)
@@ -361,7 +371,7 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
         runs += [_info(owner, r, None, h) for r, h in owner.hosted.items() if r not in summaries]
         return RunList(runs=runs)
 
-    @api.post("/runs", response_model=RunInfo, status_code=202, summary="Dispatch a run")
+    @api.post("/runs", response_model=RunInfo, status_code=202, responses=_BAD, summary="Dispatch a run")
     async def dispatch(body: RunRequest) -> RunInfo:
         h = await owner.dispatch(body.model_dump(exclude_none=True))
         return info(h.run)
@@ -390,7 +400,7 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
                 raise ApiError(409, err) from None
             raise
 
-    @api.post("/runs/{run}/fork", response_model=ForkAnswer, status_code=201, responses=_STATE_ERRORS, summary="Fork a run (and run it)")
+    @api.post("/runs/{run}/fork", response_model=ForkAnswer, status_code=201, responses=_RUN_ERRORS, summary="Fork a run (and run it)")
     async def fork(run: str, body: ForkRequest) -> ForkAnswer:
         rid = owner.resolve(run, ledger_only=True)
         if body.start:
