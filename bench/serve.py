@@ -81,6 +81,11 @@ class Server:
             time.sleep(0.05)
         raise RuntimeError("the server did not start")
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server used so far: robust on a loaded machine."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def peak_rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -100,6 +105,7 @@ class Figures:
     lines: int
     batches: int
     peak_rss_mib: float
+    cpu_s: float
 
     @property
     def runs_per_s(self) -> float:
@@ -108,6 +114,10 @@ class Figures:
     @property
     def lines_per_s(self) -> float:
         return self.lines / self.seconds
+
+    @property
+    def runs_per_cpu_s(self) -> float:
+        return self.runs / max(self.cpu_s, 1e-9)
 
     @property
     def lines_per_batch(self) -> float:
@@ -128,6 +138,7 @@ async def concurrent(root: Path, script: Path, n: int) -> tuple[Figures, list[st
         limits = httpx.Limits(max_connections=64)
         async with httpx.AsyncClient(base_url=srv.url, timeout=600, limits=limits) as client:
             before = (await client.get("/server")).json()
+            cpu0 = srv.cpu_s()
             start = time.perf_counter()
             answers = await asyncio.gather(
                 *(client.post("/runs", json={"task": f"job {i}", "model": f"script:{script}"}) for i in range(n))
@@ -136,10 +147,11 @@ async def concurrent(root: Path, script: Path, n: int) -> tuple[Figures, list[st
             after = await _wait_idle(client)
             seconds = time.perf_counter() - start
         rss = srv.peak_rss_kib() / 1024
+        cpu = srv.cpu_s() - cpu0
     finally:
         srv.stop()
     lines = after["next_seq"] - before["next_seq"]
-    return Figures("one server, all at once", n, seconds, lines, after["batches"] - before["batches"], rss), runs
+    return Figures("one server, all at once", n, seconds, lines, after["batches"] - before["batches"], rss, cpu), runs
 
 
 async def one_at_a_time(root: Path, script: Path, n: int) -> Figures:
@@ -147,6 +159,7 @@ async def one_at_a_time(root: Path, script: Path, n: int) -> Figures:
     try:
         async with httpx.AsyncClient(base_url=srv.url, timeout=600) as client:
             before = (await client.get("/server")).json()
+            cpu0 = srv.cpu_s()
             start = time.perf_counter()
             for i in range(n):
                 run = (await client.post("/runs", json={"task": f"job {i}", "model": f"script:{script}"})).json()["run"]
@@ -156,10 +169,11 @@ async def one_at_a_time(root: Path, script: Path, n: int) -> Figures:
             after = (await client.get("/server")).json()
             seconds = time.perf_counter() - start
         rss = srv.peak_rss_kib() / 1024
+        cpu = srv.cpu_s() - cpu0
     finally:
         srv.stop()
     lines = after["next_seq"] - before["next_seq"]
-    return Figures("one server, one at a time", n, seconds, lines, after["batches"] - before["batches"], rss)
+    return Figures("one server, one at a time", n, seconds, lines, after["batches"] - before["batches"], rss, cpu)
 
 
 def check_runs(root: Path, runs: list[str], sample: int) -> dict[str, Any]:
@@ -189,12 +203,15 @@ def check_runs(root: Path, runs: list[str], sample: int) -> dict[str, Any]:
 
 
 def table(figs: list[Figures]) -> list[str]:
-    head = f"{'way':28} {'runs':>6} {'seconds':>8} {'runs/s':>8} {'lines/s':>9} {'fsyncs':>7} {'lines/fsync':>11} {'peak RSS':>9}"
+    head = (
+        f"{'way':28} {'runs':>6} {'seconds':>8} {'runs/s':>8} {'lines/s':>9} {'fsyncs':>7} {'lines/fsync':>11} "
+        f"{'peak RSS':>9} {'server CPU s':>12} {'runs/CPU s':>10}"
+    )
     rows = [head]
     for f in figs:
         rows.append(
             f"{f.way:28} {f.runs:>6} {f.seconds:>8.1f} {f.runs_per_s:>8.1f} {f.lines_per_s:>9.0f} "
-            f"{f.batches:>7} {f.lines_per_batch:>11.1f} {f.peak_rss_mib:>7.0f} MiB"
+            f"{f.batches:>7} {f.lines_per_batch:>11.1f} {f.peak_rss_mib:>7.0f} MiB {f.cpu_s:>12.1f} {f.runs_per_cpu_s:>10.1f}"
         )
     return rows
 
@@ -216,7 +233,9 @@ def main() -> None:
     print(
         f"group commit: {fig_c.lines_per_batch / max(fig_s.lines_per_batch, 1e-9):.1f}x the lines per fsync "
         f"({fig_c.lines_per_batch:.1f} vs {fig_s.lines_per_batch:.1f}); "
-        f"throughput {fig_c.runs_per_s / fig_s.runs_per_s:.1f}x the runs/s"
+        f"throughput {fig_c.runs_per_s / fig_s.runs_per_s:.1f}x the runs/s, "
+        f"{fig_c.runs_per_cpu_s / fig_s.runs_per_cpu_s:.1f}x the runs per server CPU second "
+        f"(the machine's load average was {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
     )
     print(
         f"checks: {checks['runs'] - checks['not_done']}/{checks['runs']} runs done, "
@@ -224,8 +243,11 @@ def main() -> None:
         f"{checks['replay_byte_exact']}/{checks['replayed']} sampled runs replayed byte-exact ({TURNS} requests each)"
     )
     if args.json is not None:
-        out = {"figures": [asdict(f) | {"runs_per_s": f.runs_per_s, "lines_per_s": f.lines_per_s, "lines_per_fsync": f.lines_per_batch} for f in (fig_c, fig_s)], "checks": checks}
-        args.json.write_text(json.dumps(out, indent=2))
+        derived = [
+            asdict(f) | {"runs_per_s": f.runs_per_s, "lines_per_s": f.lines_per_s, "lines_per_fsync": f.lines_per_batch}
+            for f in (fig_c, fig_s)
+        ]
+        args.json.write_text(json.dumps({"figures": derived, "checks": checks}, indent=2))
 
 
 if __name__ == "__main__":
