@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from runfold.runtime.prefix import ConversationView
     from runfold.runtime.replay import ReplayReport
     from runfold.runtime.resume import ResumeReport
+    from runfold.store.serving import ServeInfo
 
 __all__ = [
     "ControlReceipt",
@@ -231,6 +232,13 @@ class Workspace(WorkspaceRuns):
         prepared = prepare_import(path, format)
         with self.writer() as ledger:
             return write_import(self._root, ledger, prepared)
+
+    def server(self) -> ServeInfo | None:
+        """The `runfold serve` process that owns this workspace now (its pid, URL and token
+        file), or None: its `serve.json` counts only while that pid holds the writer lock."""
+        from runfold.store.serving import find_server
+
+        return None if self._bare else find_server(self._root)
 
     # ---- reading -------------------------------------------------------------------------
 

@@ -111,17 +111,26 @@ class WorkspaceRuns:
         outside the run's lineage (never clamped), `E_LEDGER_HELD` when another process holds
         the writer, `E_STORAGE_FATAL` naming the locator when an offloaded result it inherits is
         missing from the CAS (nothing is written)."""
+        rid = self.resolve_run(run)
+        with self.writer(resume=resume) as ledger:
+            plan = self.plan_fork_on(ledger, rid, at, task, who)
+            ledger.append(list(plan.drafts))
+        return plan
+
+    def plan_fork_on(
+        self, ledger: Ledger, run: str, at: int, task: str | None = None, who: str = "person"
+    ) -> fold_api.ForkPlan:
+        """The plan of a fork of the full run id `run` at `at` on the open writer `ledger`, its
+        drafts not written (`fork` appends them; an owner that hosts runs commits them with its
+        other lines). Raises as `fork` does, writing nothing."""
         from runfold.runtime.offload import check_lineage
         from runfold.runtime.spec import new_run_id
 
-        rid = self.resolve_run(run)
-        with self.writer(resume=resume) as ledger:
-            lines = fold_api.lineage_lines(ledger.run_records, rid)
-            plan = fold_api.plan_fork(
-                lines, rid, at, new_run=new_run_id(), tail=ledger.next_seq - 1, task=task, who=who
-            )
-            check_lineage(plan.inherited.lineage.records(), Cas(self._root))  # offloaded results present
-            ledger.append(list(plan.drafts))
+        lines = fold_api.lineage_lines(ledger.run_records, run)
+        plan = fold_api.plan_fork(
+            lines, run, at, new_run=new_run_id(), tail=ledger.next_seq - 1, task=task, who=who
+        )
+        check_lineage(plan.inherited.lineage.records(), Cas(self._root))  # offloaded results present
         return plan
 
     def waiting_runs(self) -> list[fold_api.RunSummary]:

@@ -28,8 +28,9 @@ from runfold.tools.exec_tool import process_start
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
-SLEEP_S = 3
-"""The command sleeps this long before it would touch its marker; the test waits past it."""
+SLEEP_S = 12
+"""The command sleeps this long before it would touch its marker; the test waits past it. Long
+enough that a loaded machine still kills runfold while the command sleeps (checked before the kill)."""
 
 
 def _alive(pid: int) -> bool:
@@ -123,6 +124,7 @@ def test_sigkill_of_runfold_during_exec_leaves_no_process_and_no_marker(tmp_path
     assert isinstance(pgid, int) and isinstance(pstart, int) and process_start(pgid) == pstart
     assert _eventually(lambda: bool(_host_pids(token))), "the command was started"
     pids = _host_pids(token)
+    assert not (root / "marker").exists(), "the command finished its sleep before the kill"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert _eventually(lambda: not _group_alive(pgid)), f"process group {pgid} outlived runfold"

@@ -248,8 +248,16 @@ def fork_cmd(
 
         run_live(ctx, ws, replace(spec, fork=(rid, at)), as_json)
         return
+    from runfold.cli.remote import ForkView, server_of
+
     with Workspace.open(workspace) as ws:
-        plan = ws.fork(chosen_run(ws, run), at, task=task)
+        rid = chosen_run(ws, run)
+        remote = server_of(ws)
+        if remote is not None:  # `runfold serve` owns the workspace: it writes the fork
+            plan = remote.fork(rid, at, task)
+        else:
+            forked = ws.fork(rid, at, task=task)
+            plan = ForkView(forked.new_run, forked.mother, forked.asked, forked.cut, forked.moved, len(forked.inherited.messages))
     if as_json:
         echo_json(
             {
@@ -259,7 +267,7 @@ def fork_cmd(
                 "asked": plan.asked,
                 "cut": plan.cut,
                 "moved": plan.moved,
-                "messages": len(plan.inherited.messages),
+                "messages": plan.messages,
             }
         )
         return
@@ -267,7 +275,7 @@ def fork_cmd(
     con.print(f"forked {plan.new_run} from {plan.mother} at seq {plan.cut}", markup=False)
     if plan.moved is not None:
         con.print(f"cut moved from seq {plan.asked}: {plan.moved}", markup=False)
-    con.print(f"inherited {len(plan.inherited.messages)} message(s); not started", markup=False)
+    con.print(f"inherited {plan.messages} message(s); not started", markup=False)
     con.print(
         f"next: runfold continue {plan.new_run}{workspace_flag(ws.root)} [--model SPEC] to run it",
         markup=False,

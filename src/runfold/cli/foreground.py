@@ -133,12 +133,20 @@ def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, ev
     (fed each line of the run once it is durable), Ctrl-C, SIGTERM and SIGHUP handling and the
     summary (`run`, `continue`); exits with the completion's code.
     `events`: print each durable line of the run as JSON Lines on stdout (`--events`), the live
-    view and summary on stderr."""
+    view and summary on stderr. When `runfold serve` owns the workspace the run is handed to it
+    (`runfold.cli.remote`)."""
+    from runfold.cli.remote import run_remote, server_of
+
+    remote = server_of(ws)
+    if remote is not None:
+        ws.close()
+        run_remote(ctx, remote, spec, json, events=events, root=ws.root)
+        return
     record = Path(spec.record) if spec.record is not None else None
     console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
     last_safe: list[int] = []
-    printer = _EventPrinter() if events else None
+    printer = EventPrinter() if events else None
 
     def on_durable(rec: Record) -> None:
         # the view shows a line once it is durable (fsynced), never a line that may be lost
@@ -160,10 +168,10 @@ def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, ev
             return
         finally:
             ws.close()
-        _finish(ctx, outcome, view, last_safe, record, json, events, workspace_flag(ws.root))
+        finish(ctx, outcome, view, last_safe, record, json, events, workspace_flag(ws.root))
 
 
-class _EventPrinter:
+class EventPrinter:
     """`--events`: one JSON Lines object per durable line of the run on stdout, flushed at
     once. A closed stdout (e.g. `| head -1`) stops the printing, never the run."""
 
@@ -212,7 +220,7 @@ def _ignore_sigint() -> None:
                 signal.signal(sig, signal.SIG_IGN)
 
 
-def _finish(
+def finish(
     ctx: typer.Context,
     outcome: RunOutcome,
     view: LiveView,

@@ -136,7 +136,7 @@ async def _drive(
     room_addr: str | None,
 ) -> RunOutcome:
     registry = _registry(chosen.builtin_tools, spec.tools)
-    run_id = new_run_id()
+    run_id = spec.run_id or new_run_id()
     hubs: list[ControlHub | None] = [None]
 
     def messenger(to: str, text: str) -> dict[str, Any]:

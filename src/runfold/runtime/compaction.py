@@ -101,7 +101,7 @@ class WindowDeps:
     """What the window manager uses of its run loop: the frozen `prefix` and the `provider`
     (summary calls), the run's `folder` (the conversation and its revision), `render` (the
     request the conversation renders now, as the next assembly will), `write(payload, who)`
-    (stage one line of the run, fed to its fold), `flush` (durable now), `race` (await a call
+    (stage one line of the run, fed to its fold), `flush` (await durability), `race` (await a call
     against the run's cancel: `Interrupted.CANCELLED` when cancelled), `next_seq`, `bill` (price
     a reply; None: unpriced), and the back-off of a retried summary call (`retry`, `rand`,
     `sleep`)."""
@@ -111,7 +111,7 @@ class WindowDeps:
     folder: RunFolder
     render: Callable[[], tuple[Rendered, bytes]]
     write: Callable[[Payload, str | None], Record]
-    flush: Callable[[], None]
+    flush: Callable[[], Awaitable[None]]
     race: Callable[[Awaitable[Any]], Awaitable[Any]]
     next_seq: Callable[[], int]
     bill: Callable[[str, Usage], int | None] | None
@@ -352,7 +352,7 @@ class WindowManager:
             )
             called.extra.update({"purpose": COMPACTION_PURPOSE, "strategy": SUMMARY, "through": through})
             called_seq = self._write(called).seq
-            deps.flush()  # durable before the provider is called
+            await deps.flush()  # durable before the provider is called
             start = time.perf_counter_ns()
             sent_ms = now_ms()
             try:

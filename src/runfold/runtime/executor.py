@@ -113,7 +113,7 @@ class RunLoop:
             channels,
             options.who,
             lambda payload, who: self._write(payload, who=who),
-            self.ledger.flush,
+            self.ledger,
             settle=lambda: self._complete_wave(CANCELLED_BEFORE_IT_RAN),
         )
         self.rand = rand
@@ -199,8 +199,8 @@ class RunLoop:
             self._write(captured, who=RUNTIME)
         return clean, None
 
-    def _flush(self) -> None:
-        self.points.flush()
+    async def _flush(self) -> None:
+        await self.points.commit()
 
     # ---- the run ---------------------------------------------------------------------------
 
@@ -279,7 +279,7 @@ class RunLoop:
             )
             stop = Stop.failed(bug)
             reraise = exc
-        self._freeze(stop)
+        await self._freeze(stop)
         if reraise is not None:
             raise reraise
         if self._callback_error is not None:
@@ -426,7 +426,7 @@ class RunLoop:
                     attempt=attempt if attempt > 1 else None,
                 )
             )
-            self._flush()  # durable before the provider is called
+            await self._flush()  # durable before the provider is called
             sent_ms = now_ms()
             start = time.perf_counter_ns()
             try:
@@ -566,7 +566,7 @@ class RunLoop:
             if self.points.cancel_set():
                 raise asyncio.CancelledError
             write_called(i, now_ms(), call)  # with the process group an exec call holds
-            self._flush()  # durable before a writing tool acts
+            await self._flush()  # durable before a writing tool acts
 
         async def runner() -> tuple[list[ToolOutcome], bool]:
             try:
@@ -644,7 +644,7 @@ class RunLoop:
                 err = not_started_error(call.id, call.name, why)
             self._write(ToolOutcome(call.id, call.name, None, err.to_data(), 0).to_payload())
 
-    def _freeze(self, stop: Stop) -> None:
+    async def _freeze(self, stop: Stop) -> None:
         self._complete_wave(
             CANCELLED_BEFORE_IT_RAN if stop.completion == "cancelled" else f"the run stopped before it ran: {stop.reason[:300]}"
         )
@@ -674,7 +674,7 @@ class RunLoop:
             ),
             who=RUNTIME,
         )
-        self._flush()
+        await self._flush()
         out.completion = completion
         out.error = stop.error
         out.reason = stop.reason

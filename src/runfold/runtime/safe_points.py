@@ -17,6 +17,7 @@ from runfold.core.payloads import CancelReceived, Payload, SteerReceived
 from runfold.core.records import Record
 from runfold.runtime.control import Steer, steer_author
 from runfold.runtime.loop_io import RunChannels, Stop
+from runfold.store.group_commit import GroupCommit, LedgerWriter
 
 T = TypeVar("T")
 
@@ -32,8 +33,9 @@ class Interrupted(enum.Enum):
 
 class SafePoints:
     """One run's safe points. `channels`: its cancel event, steer queue and control link;
-    `person`: the author of the person's lines; `write` stages a line of the run; `flush` makes
-    the ledger durable (`SafePoints.flush` then acks the signals recorded); `settle` is called
+    `person`: the author of the person's lines; `write` stages a line of the run on `ledger`,
+    made durable now (`SafePoints.flush`) or with the loop's next group commit
+    (`SafePoints.commit`, `durability`), after which the signals recorded are acked; `settle` is called
     just before a `cancel_received` is written (the run loop completes an open wave there)."""
 
     def __init__(
@@ -41,7 +43,7 @@ class SafePoints:
         channels: RunChannels,
         person: str,
         write: Write,
-        flush: Callable[[], object],
+        ledger: LedgerWriter,
         settle: Callable[[], object] | None = None,
     ) -> None:
         self.cancel = channels.cancel
@@ -50,14 +52,23 @@ class SafePoints:
         self.control = channels.control
         self._person = person
         self._write = write
-        self._ledger_flush = flush
+        self.durability = GroupCommit(ledger)
         self._signals: set[str] = set()  # control signal ids this run recorded
         self._unacked: list[tuple[str, int]] = []  # (signal, seq) staged, not yet acked
 
     def flush(self) -> None:
-        """Make the ledger durable, then ack every control signal recorded since (its inbox
+        """Make the ledger durable now, then ack every control signal recorded since (its inbox
         file may go)."""
-        self._ledger_flush()
+        self.durability.flush()
+        self._ack()
+
+    async def commit(self) -> None:
+        """`flush` through the group commit: durable together with the lines other runs of the
+        loop stage in this pass (one fsync for all), then the signals are acked."""
+        await self.durability.commit()
+        self._ack()
+
+    def _ack(self) -> None:
         if self._unacked:
             done, self._unacked = self._unacked, []
             if self.control is not None:

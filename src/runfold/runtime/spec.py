@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runfold.core.errors import invalid_args
-from runfold.core.ids import RunId, run_id_v7
+from runfold.core.ids import RunId, is_run_id, run_id_v7
 from runfold.core.records import Record
 from runfold.store.ledger import now_ms
 
@@ -64,9 +64,12 @@ class RunSpec:
       successor of (a fork at its last line, with a `runtime:` note saying why it continues);
     - `command_line`: asked on the command line: the model's API key is required before the run
       starts (`require_key`), `record` starts a fresh file, and errors name the command's
-      options (`--max-turns`).
+      options (`--max-turns`);
+    - `run_id`: the id the run will have (None: minted when it starts); an owner that queues a
+      run names it when it accepts it, so a dispatch that survives a crash is never run twice.
 
-    Raises `E_INVALID_ARGS` for `fork` together with `continues`, for `max_turns` < 1, and for a
+    Raises `E_INVALID_ARGS` for `fork` together with `continues`, for `max_turns` < 1, a `run_id`
+    that is not a lowercase UUID, and for a
     `task`, `goal` or `room` that is not valid Unicode (a lone surrogate: nothing is created).
     """
 
@@ -83,6 +86,7 @@ class RunSpec:
     fork: tuple[str, int] | None = None
     continues: str | None = None
     command_line: bool = False
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -132,6 +136,7 @@ _SHAPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
         "a (run, at_seq) pair",
     ),
     ("continues", lambda v: v is None or isinstance(v, str), "a run id or prefix"),
+    ("run_id", lambda v: v is None or (isinstance(v, str) and is_run_id(v)), "a lowercase UUID"),
 )
 
 

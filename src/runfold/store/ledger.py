@@ -28,6 +28,7 @@ from runfold.store.index import Index
 from runfold.store.index_file import Entry, IndexMismatch
 from runfold.store.layout import Layout, list_segments
 from runfold.store.locks import LockHeld, take_pid_lock
+from runfold.store.serving import held_recovery
 from runfold.store.staging import Stager
 from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir
 from runfold.store.while_syncing import WhileSyncing
@@ -77,15 +78,12 @@ def _take_writer_lock(path: Path) -> int:
         return take_pid_lock(path, wait_s=DEAD_HOLDER_WAIT_S, poll_s=0.05, wait_for_live_holder=False)
     except LockHeld as held:
         holder = held.holder
-        gone = (
-            "" if held.holder_alive else " (that process is gone; a process it started still holds the lock)"
-        )
+        gone = "" if held.holder_alive else " (that process is gone; a process it started still holds the lock)"
         raise RunfoldError(
             ErrorCode.LEDGER_HELD,
             f"open the ledger for writing (pid {holder} holds the writer lock{gone})",
             str(path),
-            f"another runfold process (pid {holder}) is writing this workspace; wait for it to "
-            "finish or stop it, then retry (readers such as verify and log need no lock)",
+            held_recovery(path.parent.parent, holder),
             retry=Retry.YES,
         ) from None
 

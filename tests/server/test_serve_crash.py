@@ -1,0 +1,56 @@
+"""kill -9 of the server while runs run and wait in its queue, then a restart: every lost run is
+frozen `process_died` by resume, an acknowledged steer is recorded exactly once, a queued
+dispatch runs exactly once, the lines the event stream delivered are still there, byte for byte."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+from pathlib import Path
+
+from srv_support import make_workspace, start_server, ten_turns, wait_state
+
+from runfold.api import Workspace
+
+
+def test_kill_9_mid_runs_then_restart(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws")
+    slow = ten_turns(tmp_path / "slow.jsonl", delay_ms=700)
+    srv = start_server(root, "--max-runs", "3")
+    with srv.client() as c:
+        runs = [c.post("/runs", json={"task": f"job {i}", "model": f"script:{slow}"}).json() for i in range(6)]
+        assert [r["state"] for r in runs] == ["running"] * 3 + ["queued"] * 3
+        target = runs[0]["run"]
+        ack = c.post(f"/runs/{target}/steer", json={"text": "remember d8"})
+        assert ack.status_code == 202 and ack.json()["state"] == "accepted"
+        signal_id = ack.json()["signal"]
+        seen: list[dict] = []
+        with c.stream("GET", f"/runs/{runs[1]['run']}/events") as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data: {\"v\""):
+                    seen.append(json.loads(line[6:]))
+                if len(seen) >= 6:
+                    break
+    srv.stop(signal.SIGKILL)
+
+    srv = start_server(root, "--max-runs", "3")
+    try:
+        with srv.client() as c:
+            for r in runs[:3]:
+                info = wait_state(c, r["run"], ("cancelled",))
+                assert info["cause"] == "process_died"
+            for r in runs[3:]:
+                assert wait_state(c, r["run"], ("done",), timeout=180)["turns"] == 10
+    finally:
+        srv.stop()
+    with Workspace.open(root) as ws:
+        ws.verify()
+        lines = ws.records()
+        started = Counter(rec.env.run for rec in lines if rec.env.kind == "run_started")
+        assert all(started[r["run"]] == 1 for r in runs)  # nothing ran twice
+        steered = [rec for rec in lines if rec.env.kind == "steer_received" and rec.env.data.get("signal") == signal_id]
+        assert len(steered) == 1 and steered[0].env.run == target
+        by_seq = {rec.seq: json.loads(rec.raw) for rec in lines}
+        assert all(by_seq[line["seq"]] == line for line in seen)  # acknowledged lines survived
+    assert not list((root / ".runfold" / "serve" / "queue").glob("*.json"))
