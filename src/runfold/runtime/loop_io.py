@@ -25,7 +25,7 @@ from runfold.runtime.cost import usage_of
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.retry import RetryPolicy
 from runfold.store.cas import Cas
-from runfold.store.ledger import Ledger
+from runfold.store.view import LedgerWriter
 from runfold.tools import ToolContext, ToolRegistry
 
 FAILED: Final = "failed"
@@ -93,7 +93,7 @@ class RunInputs:
     starts as a fork or successor (DESIGN.md §7); `bill` prices a reply (None: unpriced).
     """
 
-    ledger: Ledger
+    ledger: LedgerWriter
     cas: Cas
     provider: Provider
     registry: ToolRegistry
