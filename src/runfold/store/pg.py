@@ -312,52 +312,60 @@ class PgLedger:
         self._pending = []
         psycopg = _psycopg()
         name = self.url.name
-        rows = [(name, r.env.seq, r.env.run, r.hash, r.raw) for r in records]
+        params = {
+            "ws": name,
+            "epoch": self.epoch,
+            "expected": self._next_seq - 1,
+            "seqs": [r.env.seq for r in records],
+            "runs": [r.env.run for r in records],
+            "hashes": [r.hash for r in records],
+            "lines": [r.raw for r in records],
+            "channel": CHANNEL,
+            "note": f"{name}\n{records[-1].env.seq + 1}",
+        }
         try:
-            with self._conn.transaction(), self._conn.cursor() as cur:
-                cur.execute(
-                    "SELECT epoch, holder FROM runfold_writers WHERE workspace = %s FOR UPDATE", (name,)
-                )
-                lease = cur.fetchone()
-                if lease is None or lease[0] != self.epoch:
-                    self._poisoned = _held(
-                        self.url, lease[1] if lease else "nobody", f"append a batch at seq {self._next_seq}"
-                    )
-                    raise _Refused
-                cur.execute("SELECT coalesce(max(seq), -1) FROM runfold_lines WHERE workspace = %s", (name,))
-                stored = cur.fetchone()[0]
-                if stored != self._next_seq - 1:
-                    self._poisoned = RunfoldError(
-                        ErrorCode.STORAGE_FATAL,
-                        f"append a batch at seq {self._next_seq} (the store's head is seq {stored}: "
-                        "another writer appended)",
-                        self._where,
-                        "reopen the workspace; this writer refuses further appends",
-                    )
-                    raise _Refused
-                if len(rows) == 1:
-                    cur.execute(
-                        "INSERT INTO runfold_lines (workspace, seq, run, hash, line) VALUES (%s, %s, %s, %s, %s)",
-                        rows[0],
-                    )
-                else:
-                    with cur.copy("COPY runfold_lines (workspace, seq, run, hash, line) FROM STDIN") as cp:
-                        for row in rows:
-                            cp.write_row(row)
-                cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{name}\n{records[-1].env.seq + 1}"))
-                if self.before_commit is not None:
+            if self.before_commit is None:  # one statement: its own transaction, one round trip
+                inserted = self._conn.execute(_APPEND, params).fetchone()[0]
+            else:
+                with self._conn.transaction():
+                    inserted = self._conn.execute(_APPEND, params).fetchone()[0]
                     self.before_commit()
-        except _Refused:
-            assert self._poisoned is not None
-            raise self._poisoned from None
         except psycopg.Error as exc:
             self._poisoned = self._diagnose(exc)
             raise self._poisoned from None
+        if inserted != len(records):
+            self._poisoned = self._fenced()
+            raise self._poisoned
         self._next_seq = records[-1].env.seq + 1
         self._head = records[-1].hash
         for cb in tuple(self.on_durable):
             cb(records)
         return len(records)
+
+    def _fenced(self) -> RunfoldError:
+        """The refusal of a batch the fencing check kept out (nothing was written): the lease
+        has another epoch (`E_LEDGER_HELD` naming its holder) or the head moved."""
+        psycopg = _psycopg()
+        try:
+            lease = self._conn.execute(
+                "SELECT epoch, holder FROM runfold_writers WHERE workspace = %s", (self.url.name,)
+            ).fetchone()
+            stored = self._conn.execute(
+                "SELECT coalesce(max(seq), -1) FROM runfold_lines WHERE workspace = %s", (self.url.name,)
+            ).fetchone()[0]
+        except psycopg.Error as exc:
+            return _fatal(f"append a batch at seq {self._next_seq}", exc, self.url)
+        if lease is None or lease[0] != self.epoch:
+            holder = lease[1] if lease else "nobody"
+            return _held(
+                self.url, holder, f"append a batch at seq {self._next_seq} (this writer lost its lease)"
+            )
+        return RunfoldError(
+            ErrorCode.STORAGE_FATAL,
+            f"append a batch at seq {self._next_seq} (the store's head is seq {stored}: another writer appended)",
+            self._where,
+            "reopen the workspace; this writer refuses further appends",
+        )
 
     def _diagnose(self, exc: BaseException) -> RunfoldError:
         """The refusal after a failed batch: `E_LEDGER_HELD` naming the new holder when another
@@ -524,8 +532,24 @@ class PgLedger:
         self.close()
 
 
-class _Refused(Exception):
-    """Internal: the fencing check refused a batch (the refusal is in `_poisoned`)."""
+_APPEND = """
+WITH lease AS (
+    SELECT epoch FROM runfold_writers WHERE workspace = %(ws)s FOR UPDATE
+), ins AS (
+    INSERT INTO runfold_lines (workspace, seq, run, hash, line)
+    SELECT %(ws)s, t.seq, t.run, t.hash, t.line
+    FROM unnest(%(seqs)s::bigint[], %(runs)s::text[], %(hashes)s::text[], %(lines)b::bytea[])
+        AS t(seq, run, hash, line)
+    WHERE (SELECT epoch FROM lease) = %(epoch)s
+      AND (SELECT coalesce(max(seq), -1) FROM runfold_lines WHERE workspace = %(ws)s) = %(expected)s
+    RETURNING 1
+), n AS (SELECT count(*) AS n FROM ins)
+SELECT n, CASE WHEN n > 0 THEN pg_notify(%(channel)s, %(note)s) END FROM n
+"""
+"""One batch as one statement (its own transaction; one round trip): the lease row locked and its
+epoch compared with the writer's, the stored head seq compared with the writer's (the fencing
+token), the rows inserted only when both match, a NOTIFY sent at commit. Returns the rows
+inserted (0: fenced out). The primary key refuses a seq twice whatever the snapshot saw."""
 
 
 def _index_mismatch(where: str, seq: int) -> RunfoldError:
