@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import glob
 import json
 import math
 import os
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import fmt_bytes, missing_modules
+from _pg import Postgres
 
 SIZES = (10, 100, 1000, 10000)
 QUICK_SIZES = (10, 100)
@@ -153,45 +153,6 @@ def measure(system: str, turns: int, root: Path, dsn: str, timeout: float) -> di
 
 
 # ---- PostgreSQL ----
-
-
-class Postgres:
-    """A throwaway PostgreSQL server: initdb into a temp dir, listening only on a unix socket in
-    that dir (`listen_addresses=''`), run as `nobody` when this script runs as root (the server
-    refuses root), stopped by `stop()`."""
-
-    def __init__(self) -> None:
-        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-        if not bins:
-            raise RuntimeError("no PostgreSQL under /usr/lib/postgresql/*/bin")
-        self.bin = Path(bins[-1])
-        self.dir = Path(tempfile.mkdtemp(prefix="runfold-peers-pg-"))
-        self.user: list[str] = []
-        if os.geteuid() == 0:
-            shutil.chown(self.dir, "nobody", "nogroup")
-            self.user = ["runuser", "-u", "nobody", "--"]
-        data = self.dir / "data"
-        self._run(str(self.bin / "initdb"), "-D", str(data), "-U", "bench", "-A", "trust", "--no-sync")
-        opts = f"-c listen_addresses='' -k {self.dir} -c max_connections=20"
-        self._run(
-            str(self.bin / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start"
-        )
-        self.dsn = f"postgresql://bench@/postgres?host={self.dir}"
-
-    def _run(self, *cmd: str) -> None:
-        subprocess.run([*self.user, *cmd], check=True, capture_output=True, timeout=120)
-
-    @property
-    def version(self) -> str:
-        return self.bin.parent.name
-
-    def stop(self) -> None:
-        subprocess.run(
-            [*self.user, str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"],
-            capture_output=True,
-            timeout=120,
-        )
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _pg_database(dsn: str, name: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,11 +22,19 @@ from runfold.core.errors import invalid_args
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.records import Record
+from runfold.store.backend import (
+    create_ledger,
+    join_or_create,
+    open_ledger,
+    parse_store_url,
+    store_setting,
+    writer_alive,
+)
 from runfold.store.bare import BareLedger, is_bare_ledger, segment_first_seq
 from runfold.store.cas import Cas
-from runfold.store.layout import find_workspace
-from runfold.store.ledger import Ledger
+from runfold.store.layout import Layout, find_workspace
 from runfold.store.verify import Progress, VerifyReport, verify_path
+from runfold.store.view import LedgerWriter
 
 if TYPE_CHECKING:
     from runfold.runtime.config import WorkspaceConfig, require_key
@@ -36,6 +45,7 @@ if TYPE_CHECKING:
     from runfold.runtime.prefix import ConversationView
     from runfold.runtime.replay import ReplayReport
     from runfold.runtime.resume import ResumeReport
+    from runfold.store.migrate import MigrateReport
     from runfold.store.serving import ServeInfo
 
 __all__ = [
@@ -100,8 +110,14 @@ def verify(path: Path, progress: Progress | None = None) -> VerifyReport:
     Raises `LineRefused` (a `RunfoldError`, code E_LEDGER_CORRUPT or E_LOG_VERSION_UNSUPPORTED)
     at the first bad line, naming its 1-based line number, seq and fault; E_LEDGER_CORRUPT when
     `path` holds no line at all (an empty file or only empty segments: not a ledger);
-    `E_PATH_NOT_FOUND` when `path` does not exist.
+    `E_PATH_NOT_FOUND` when `path` does not exist. A workspace whose settings name a
+    PostgreSQL store is verified from the server (`runfold.store.pg_tools.verify_store`).
     """
+    url = store_setting(Path(path)) if (Path(path) / ".runfold").is_dir() else None
+    if url is not None:
+        from runfold.store.pg_tools import verify_store
+
+        return verify_store(url, progress=progress)
     return verify_path(path, progress=progress)
 
 
@@ -115,8 +131,8 @@ class Workspace(WorkspaceRuns):
     def __init__(self, root: Path, *, bare: bool = False) -> None:
         self._root = root
         self._bare = bare
-        self._reader: Ledger | BareLedger | None = None
-        self._run_ledger: Ledger | None = None
+        self._reader: LedgerWriter | BareLedger | None = None
+        self._run_ledger: LedgerWriter | None = None
         self._writer_users = 0
         self._hub: ControlHub | None = None  # while runs are driven (see `shared_writer`)
         self.last_resume: ResumeReport | None = None
@@ -125,12 +141,17 @@ class Workspace(WorkspaceRuns):
     # ---- opening -------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, path: Path) -> Workspace:
+    def init(cls, path: Path, store: str | None = None) -> Workspace:
         """Create `path/.runfold/`, write the `workspace_initialized` line (seq 0) and the
         commented default `.runfold/config.toml` (`runfold.runtime.config.DEFAULT_CONFIG_TOML`).
 
-        `path` is created when missing. Raises `E_INVALID_ARGS` when `path` already holds a
-        workspace (nothing is changed) or is a file.
+        `store` (a `postgresql://…` URL, DESIGN.md §3) keeps the ledger in PostgreSQL: the
+        config names it (`store = "…"`) and seq 0 is written there; a store workspace that
+        already holds lines is joined (nothing is written), so several machines share one
+        ledger. `path` is created when missing. Raises `E_INVALID_ARGS` when `path` already
+        holds a workspace (nothing is changed) or is a file, `E_CONFIG_INVALID` for a bad URL or
+        a missing `postgres` extra, `E_STORAGE_FATAL` when the server cannot be reached (the new
+        `.runfold/` is removed again).
         """
         root = path.resolve()
         if (root / ".runfold").exists():
@@ -142,12 +163,21 @@ class Workspace(WorkspaceRuns):
             )
         if root.exists() and not root.is_dir():
             raise invalid_args("initialize a workspace", str(root), "give a directory, not a file")
+        url = parse_store_url(store, "--store") if store is not None else None
         root.mkdir(parents=True, exist_ok=True)
-        ledger = Ledger.create(root)
-        ledger.close()
+        if url is None:
+            create_ledger(root).close()
+        else:
+            layout = Layout(root)
+            layout.cas_dir.mkdir(parents=True)
+            try:
+                join_or_create(root, url)
+            except BaseException:
+                shutil.rmtree(layout.root, ignore_errors=True)
+                raise
         from runfold.runtime.config import write_default_config
 
-        write_default_config(root)  # the commented defaults (model, max_turns, tools, prices)
+        write_default_config(root, store)  # the commented defaults (model, max_turns, tools, prices)
         return cls(root)
 
     @classmethod
@@ -190,15 +220,15 @@ class Workspace(WorkspaceRuns):
     def __repr__(self) -> str:
         return f"Workspace({str(self._root)!r})"
 
-    def _ledger(self) -> Ledger | BareLedger:
+    def _ledger(self) -> LedgerWriter | BareLedger:
         if self._reader is None:
-            self._reader = BareLedger(self._root) if self._bare else Ledger.open(self._root, writer=False)
+            self._reader = BareLedger(self._root) if self._bare else open_ledger(self._root, writer=False)
         return self._reader
 
     # ---- the writer ----------------------------------------------------------------------
 
     @contextmanager
-    def writer(self, *, resume: bool = True) -> Iterator[Ledger]:
+    def writer(self, *, resume: bool = True) -> Iterator[LedgerWriter]:
         """The workspace's one writer: `with ws.writer() as ledger: ledger.append([...])`.
 
         Opening it resumes the ledger first (DESIGN.md §7; `last_resume` says what was closed
@@ -239,6 +269,39 @@ class Workspace(WorkspaceRuns):
         from runfold.store.serving import find_server
 
         return None if self._bare else find_server(self._root)
+
+    def migrate(self, to: str | None = None, to_file: Path | None = None) -> MigrateReport:
+        """Copy this ledger byte for byte into another store (DESIGN.md §3): `to` a
+        `postgresql://…?workspace=NAME` URL (its workspace must hold no line; one transaction),
+        or `to_file` a directory that becomes a workspace with a file ledger (its config is this
+        one's without `store`; CAS objects are copied). The source is left as it is; the heads
+        match when this returns. Give exactly one of the two.
+
+        Raises `E_INVALID_ARGS` for both or neither target, a target holding lines or an empty
+        source; `E_CONFIG_INVALID` for a bad URL or a missing `postgres` extra; `E_LEDGER_HELD`,
+        `E_STORAGE_FATAL` from the target store; `LineRefused` when a source line is damaged.
+        """
+        from runfold.store.ledger import SEGMENT_BYTES
+        from runfold.store.migrate import copy_cas, migrate_to_files, migrate_to_store
+
+        if (to is None) == (to_file is None):
+            raise invalid_args(
+                "migrate the ledger",
+                "--to / --to-file",
+                "give one target: --to postgresql://… or --to-file DIR",
+            )
+        source = self._ledger()
+        if to is not None:
+            url = parse_store_url(to, "--to")
+            local = self._root if not self._bare else self._root.parent
+            return migrate_to_store(source, str(self._root), url, local)
+        assert to_file is not None
+        dest = to_file.absolute()
+        report = migrate_to_files(source, str(self._root), dest, SEGMENT_BYTES)
+        if not self._bare:
+            copy_cas(self._root, dest)
+            _copy_settings(self._root, dest)
+        return report
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -369,11 +432,14 @@ class Workspace(WorkspaceRuns):
 
     def position(self, seq: int) -> LinePosition:
         """Where the line at `seq` sits: its 1-based line number in the ledger, its segment file
-        and its line number in that file. Raises `E_INVALID_ARGS` like `record_at`."""
+        and its line number in that file (a PostgreSQL store has one "segment", its table
+        `runfold_lines`). Raises `E_INVALID_ARGS` like `record_at`."""
         self.record_at(seq)
         ledger = self._ledger()
         first = ledger.first_seq if isinstance(ledger, BareLedger) else 0
-        starts = [(segment_first_seq(p, first), p) for p in ledger.segments()]
+        starts = [(segment_first_seq(p, first), p) for p in ledger.segments()] or [
+            (first, Path("runfold_lines"))
+        ]
         seg_first, segment = max((s for s in starts if s[0] <= seq), key=lambda s: s[0])
         return LinePosition(
             seq=seq,
@@ -436,15 +502,13 @@ class Workspace(WorkspaceRuns):
         writer lock reads `died` (its process is gone; the next writer freezes it; a lone segment
         file has no lock, so its runs stay `running`), a fork never run `not_started`. Raises `E_CONFIG_INVALID` for a bad price table."""
         from runfold.runtime.cost import workspace_pricing
-        from runfold.store.layout import Layout
-        from runfold.store.locks import lock_held
 
         pricing = workspace_pricing(self.settings().prices)
         summaries = fold_api.run_summaries(self._ledger().records(), pricing)
         if (
             not self._bare  # a lone segment has no lock to read: its runs stay `running`
             and any(s.status == "running" for s in summaries)
-            and not lock_held(Layout(self._root).lock_path)
+            and not writer_alive(self._root)
         ):
             fold_api.owner_gone(summaries)
         return summaries
@@ -463,6 +527,21 @@ class Workspace(WorkspaceRuns):
 
         fold = self.fold(run, at)
         return conversation_view(fold, dialect, Cas(self._root if not self._bare else self._root.parent))
+
+
+def _copy_settings(src: Path, dest: Path) -> None:
+    """Give workspace `dest` the settings file of `src` without its top-level `store` line (the
+    file ledger needs none), unless `dest` has one already."""
+    source, target = Layout(src).root / "config.toml", Layout(dest).root / "config.toml"
+    if target.exists() or not source.exists():
+        return
+    kept: list[str] = []
+    top = True
+    for line in source.read_text(encoding="utf-8").splitlines(keepends=True):
+        top = top and not line.lstrip().startswith("[")
+        if not (top and line.lstrip().startswith("store") and line.split("=", 1)[0].strip() == "store"):
+            kept.append(line)
+    target.write_text("".join(kept), encoding="utf-8")
 
 
 def _shared_prefix(run: str, key: str) -> int:

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from runfold.core import fold as fold_api
 from runfold.core.errors import invalid_args
 from runfold.core.records import Record
+from runfold.store.backend import open_ledger
 from runfold.store.cas import Cas
-from runfold.store.ledger import Ledger
+from runfold.store.view import LedgerWriter
 
 if TYPE_CHECKING:
     import asyncio
@@ -44,7 +45,7 @@ class WorkspaceRuns:
     _root: Path
     _bare: bool
     _hub: ControlHub | None
-    _run_ledger: Ledger | None
+    _run_ledger: LedgerWriter | None
     _writer_users: int
     last_resume: ResumeReport | None
 
@@ -56,19 +57,19 @@ class WorkspaceRuns:
         def records(self, run: str | None = None, *, limit: int | None = None) -> list[Record]: ...
         def close(self) -> None: ...
         def run_summaries(self) -> list[fold_api.RunSummary]: ...
-        def _ledger(self) -> Ledger | BareLedger: ...
-        def writer(self, *, resume: bool = True) -> AbstractContextManager[Ledger]: ...
+        def _ledger(self) -> LedgerWriter | BareLedger: ...
+        def writer(self, *, resume: bool = True) -> AbstractContextManager[LedgerWriter]: ...
 
     def _writable(self, action: str, recovery: str) -> None:
         """Raise `E_INVALID_ARGS` for `action` on a read-only (bare ledger) workspace."""
         if self._bare:
             raise invalid_args(action, str(self._root), recovery)
 
-    def _open_writer(self, *, resume: bool = True) -> Ledger:
+    def _open_writer(self, *, resume: bool = True) -> LedgerWriter:
         """Open the writer and resume the ledger (DESIGN.md §7: on every open by a writer)."""
         from runfold.runtime.control import resume_with_inbox
 
-        ledger = Ledger.open(self._root, writer=True)
+        ledger = open_ledger(self._root, writer=True)
         if resume:
             try:
                 self.last_resume = resume_with_inbox(self._root, ledger)
@@ -118,7 +119,7 @@ class WorkspaceRuns:
         return plan
 
     def plan_fork_on(
-        self, ledger: Ledger, run: str, at: int, task: str | None = None, who: str = "person"
+        self, ledger: LedgerWriter, run: str, at: int, task: str | None = None, who: str = "person"
     ) -> fold_api.ForkPlan:
         """The plan of a fork of the full run id `run` at `at` on the open writer `ledger`, its
         drafts not written (`fork` appends them; an owner that hosts runs commits them with its
@@ -323,7 +324,7 @@ class WorkspaceRuns:
         return asyncio.run(self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable)))
 
     @asynccontextmanager
-    async def shared_writer(self) -> AsyncIterator[tuple[Ledger, ControlHub | None]]:
+    async def shared_writer(self) -> AsyncIterator[tuple[LedgerWriter, ControlHub | None]]:
         """The one writer and the control hub, shared by every run this Workspace object drives
         concurrently: opened (with resume, DESIGN.md §7) for the first, closed after the last."""
         if self._writer_users == 0:

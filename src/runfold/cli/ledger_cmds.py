@@ -61,6 +61,18 @@ def init_cmd(
             metavar="DIR",
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Keep the ledger in PostgreSQL at this URL (postgresql://USER@HOST/DB?workspace=NAME; "
+            "needs the `postgres` extra). It is written to .runfold/config.toml as `store`. A store "
+            "workspace that already holds lines is joined, not re-created. Default: the file ledger "
+            "in .runfold/ledger.",
+            show_default=False,
+            metavar="URL",
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Create a workspace: DIR/.runfold/ with a ledger whose first line is workspace_initialized.
@@ -68,20 +80,25 @@ def init_cmd(
     Refuses a directory that already holds a workspace (nothing is changed).
 
     \b
-    Example:
+    Examples:
       runfold init --workspace ./agents
+      runfold init -w ./evals --store 'postgresql://runfold@db.internal/runfold?workspace=evals'
     """
     from runfold.api import Workspace
 
     as_json = want_json(ctx, json)
-    ws = Workspace.init(workspace if workspace is not None else Path.cwd())
+    ws = Workspace.init(workspace if workspace is not None else Path.cwd(), store)
     first = ws.record_at(0)
     ws.close()
+    url = ws.settings().store
+    place = url.shown if url is not None else str(ws.root / ".runfold")
     if as_json:
-        echo_json({"ok": True, "workspace": str(ws.root), "seq": first.seq, "hash": first.hash})
+        echo_json(
+            {"ok": True, "workspace": str(ws.root), "store": place, "seq": first.seq, "hash": first.hash}
+        )
         return
     out_console().print(
-        f"initialized workspace {ws.root} (ledger in {ws.root / '.runfold'}; seq 0 {first.env.kind})",
+        f"initialized workspace {ws.root} (ledger in {place}; seq 0 {first.env.kind})",
         markup=False,
     )
 

@@ -30,7 +30,7 @@ from runfold.runtime.prefix import build_prefix, tool_specs
 from runfold.runtime.pricing import make_bill
 from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
 from runfold.store.cas import Cas
-from runfold.store.ledger import Ledger
+from runfold.store.view import LedgerWriter
 from runfold.tools import ToolContext, ToolRegistry, builtin_registry
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class RunHost(Protocol):
 
     def records(self, run: str | None = None, *, limit: int | None = None) -> list[Record]: ...
 
-    def shared_writer(self) -> AbstractAsyncContextManager[tuple[Ledger, ControlHub | None]]: ...
+    def shared_writer(self) -> AbstractAsyncContextManager[tuple[LedgerWriter, ControlHub | None]]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,7 +220,7 @@ async def _drive(
 
 
 def _plan(
-    spec: RunSpec, ledger: Ledger, mother: str, run_id: str, model: str
+    spec: RunSpec, ledger: LedgerWriter, mother: str, run_id: str, model: str
 ) -> tuple[fold_api.ForkPlan, str | None]:
     """The fork plan of a fork or successor of `mother` (DESIGN.md §7) whose `run_started`
     records `model`, the model it calls, and a successor's note."""

@@ -9,6 +9,7 @@ run. `DEFAULT_CONFIG_TOML` is the commented file `runfold init` writes.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -21,13 +22,14 @@ from runfold.core.tokens import ModelLimits, merge_models
 from runfold.core.window import ContextSettings, parse_context
 from runfold.providers.registry import DEFAULT_SPEC, SECTIONS, SPEC_FORMS, ProviderSection, parse_spec
 from runfold.runtime.pricing import Price, parse_prices
+from runfold.store.backend import StoreUrl, parse_store_url
 from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 from runfold.tools.sandbox import SANDBOX_MODES, ExecSettings
 
 CONFIG_NAME = "config.toml"
 """The settings file's name inside `<workspace>/.runfold/`."""
 
-TOP_KEYS: tuple[str, ...] = ("defaults", "prices", "providers", "context", "models", "tools")
+TOP_KEYS: tuple[str, ...] = ("store", "defaults", "prices", "providers", "context", "models", "tools")
 EXEC_KEYS: tuple[str, ...] = ("sandbox", "network")
 DEFAULT_KEYS: tuple[str, ...] = ("model", "max_turns", "tools")
 PROVIDER_FAMILIES: tuple[str, ...] = tuple(SECTIONS)
@@ -125,7 +127,8 @@ class WorkspaceConfig:
     (family → its typed section, e.g. `SdkSection`; a family without a table is absent),
     `context` (the window's budgets, `core.window.ContextSettings`), `models` (model name →
     its context window and output limit: runfold's table with `[models."<name>"]` applied) and
-    `exec` (`[tools.exec]`: how `exec` is sandboxed, `tools.sandbox.ExecSettings`)."""
+    `exec` (`[tools.exec]`: how `exec` is sandboxed, `tools.sandbox.ExecSettings`) and `store`
+    (the ledger's PostgreSQL store, `runfold.store.backend.StoreUrl`; None: files)."""
 
     defaults: Defaults = Defaults()
     prices: dict[str, Price] = field(default_factory=dict)
@@ -133,6 +136,8 @@ class WorkspaceConfig:
     context: ContextSettings = field(default_factory=ContextSettings)
     models: dict[str, ModelLimits] = field(default_factory=lambda: merge_models({}))
     exec: ExecSettings = field(default_factory=ExecSettings)
+    store: StoreUrl | None = None
+    """The ledger's store (top-level `store = "postgresql://…"`); None: the file ledger."""
 
     @property
     def model(self) -> str:
@@ -245,7 +250,8 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
         models = merge_models(models_table)
     except RunfoldError as err:  # the core names the table; the file it came from is known here
         raise RunfoldError(err.code, err.action, where, err.recovery, nearby=err.nearby) from None
-    return WorkspaceConfig(defaults, prices, providers, context, models, _exec_settings(data, where))
+    store = parse_store_url(data["store"], f"{where}: store") if "store" in data else None
+    return WorkspaceConfig(defaults, prices, providers, context, models, _exec_settings(data, where), store)
 
 
 def _exec_settings(data: Mapping[str, Any], where: str) -> ExecSettings:
@@ -297,15 +303,24 @@ def load_config(root: Path) -> WorkspaceConfig:
     return parse_config(data, str(path))
 
 
-def write_default_config(root: Path) -> Path:
+def write_default_config(root: Path, store: str | None = None) -> Path:
     """Write the commented `DEFAULT_CONFIG_TOML` to `<root>/.runfold/config.toml` unless a file
-    is already there (it is never overwritten). Returns its path."""
+    is already there (it is never overwritten), headed by `store = "<store>"` when a store URL
+    is given. Returns its path."""
     path = config_path(root)
     if not path.exists():
         tmp = path.with_suffix(".toml.tmp")
-        tmp.write_text(DEFAULT_CONFIG_TOML, encoding="utf-8")
+        head = ""
+        if store:
+            head = f"# The ledger's store (delete this line for the file ledger).\nstore = {_toml_str(store)}\n\n"
+        tmp.write_text(head + DEFAULT_CONFIG_TOML, encoding="utf-8")
         os.replace(tmp, path)
     return path
+
+
+def _toml_str(text: str) -> str:
+    """`text` as a TOML basic string (JSON string escapes are valid TOML)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def require_key(spec: str, env: Mapping[str, str] | None = None) -> None:

@@ -33,8 +33,8 @@ from runfold.store.control import (
     SignalType,
     new_signal_id,
 )
-from runfold.store.ledger import RUNTIME, Ledger, now_ms
-from runfold.store.view import LedgerView
+from runfold.store.ledger import RUNTIME, now_ms
+from runfold.store.view import LedgerView, LedgerWriter
 
 POLL_S: Final = 0.1
 """How often the hub looks at the inbox, in seconds."""
@@ -139,7 +139,9 @@ def _draft(req: ControlRequest, addr: str | None) -> Draft:
     )
 
 
-def _settle(cd: ControlDir, ledger: Ledger, signal: str, req: ControlRequest, *, refuse_open: bool) -> bool:
+def _settle(
+    cd: ControlDir, ledger: LedgerWriter, signal: str, req: ControlRequest, *, refuse_open: bool
+) -> bool:
     """Answer a request whose run is not live here: recorded (ack with its seq), frozen or unknown
     (refused). A run still open is refused only when `refuse_open`. Returns True when answered."""
     state = run_state(ledger.run_records(req.run))
@@ -171,7 +173,7 @@ def _refuse_unreadable(cd: ControlDir, signal: str, err: RunfoldError) -> None:
 # ---- resume: requests a dead owner was handed --------------------------------------------------
 
 
-def inbox_pending(ws: Path, ledger: Ledger) -> Callable[[str], Sequence[Draft]]:
+def inbox_pending(ws: Path, ledger: LedgerWriter) -> Callable[[str], Sequence[Draft]]:
     """The `pending` hook of `resume_ledger`: for a run being frozen because its process died, the
     drafts of the inbox requests aimed at it that its lines do not already record (steers as
     `steer_received`, a cancel as `cancel_received`, in the order they were sent) — so a steer
@@ -203,7 +205,7 @@ def inbox_pending(ws: Path, ledger: Ledger) -> Callable[[str], Sequence[Draft]]:
     return pending
 
 
-def resume_with_inbox(ws: Path, ledger: Ledger, *, full: bool = False) -> ResumeReport:
+def resume_with_inbox(ws: Path, ledger: LedgerWriter, *, full: bool = False) -> ResumeReport:
     """`resume_ledger` (DESIGN.md §7) with the inbox wired in: steers and cancels handed to a
     process that died are recorded on its runs just before they are frozen (`inbox_pending`),
     then every request whose run is no longer open is answered and its file removed
@@ -217,7 +219,7 @@ def resume_with_inbox(ws: Path, ledger: Ledger, *, full: bool = False) -> Resume
     return report
 
 
-def settle_inbox(ws: Path, ledger: Ledger) -> int:
+def settle_inbox(ws: Path, ledger: LedgerWriter) -> int:
     """After a writer opened (and resumed) the ledger: answer every inbox request whose run is not
     open — recorded (ack with seq, file removed), frozen or unknown (refused, file removed).
     Requests for runs still open are left for the hub. Returns how many were answered. Raises
@@ -267,7 +269,7 @@ class ControlHub:
     `owner.lock` (after the writer lock) and starts polling; `register(run, cancel, steers)`
     makes a run reachable; `stop()` releases the lock. One per writer (see `Workspace.shared_writer`)."""
 
-    def __init__(self, ws: Path, ledger: Ledger, *, poll_s: float = POLL_S) -> None:
+    def __init__(self, ws: Path, ledger: LedgerWriter, *, poll_s: float = POLL_S) -> None:
         self.ws = ws
         self.ledger = ledger
         self.poll_s = poll_s

@@ -17,8 +17,9 @@ from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.importers import AUTO, ImportedRun, ImportPlan, detect, import_drafts, read_plan
 from runfold.runtime.spec import new_run_id
 from runfold.store.cas import Cas
-from runfold.store.ledger import Ledger, now_ms
+from runfold.store.ledger import now_ms
 from runfold.store.staging import Stager
+from runfold.store.view import LedgerWriter
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def prepare_import(path: Path, fmt: str = AUTO) -> PreparedImport:
     return PreparedImport(plan, name, fmt == AUTO, digest, len(data))
 
 
-def write_import(root: Path, ledger: Ledger, prepared: PreparedImport) -> ImportReport:
+def write_import(root: Path, ledger: LedgerWriter, prepared: PreparedImport) -> ImportReport:
     """Write a prepared import into the ledger `ledger` of workspace `root` (see the module
     docstring): every run folded from provisional records first, then the map documents into
     the CAS, then the lines in one batch. Raises `E_INVALID_ARGS` (nothing written) when a run

@@ -26,7 +26,7 @@ from runfold.runtime.cost import usage_of
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.retry import RetryPolicy
 from runfold.store.cas import Cas
-from runfold.store.ledger import Ledger
+from runfold.store.view import LedgerWriter
 from runfold.tools import ToolContext, ToolRegistry
 
 FAILED: Final = "failed"
@@ -96,7 +96,7 @@ class RunInputs:
     environment and the provider's credentials, `runtime.redaction.run_redactor`).
     """
 
-    ledger: Ledger
+    ledger: LedgerWriter
     cas: Cas
     provider: Provider
     registry: ToolRegistry

@@ -20,7 +20,7 @@ import orjson
 from runfold.core.errors import RunfoldError
 from runfold.core.fold.resume import DanglingCall, LostRun, ResumeScan, resume_drafts
 from runfold.core.records import Draft, Record
-from runfold.store.ledger import Ledger
+from runfold.store.view import LedgerWriter
 from runfold.tools.exec_tool import end_recorded_group
 
 MARK_FILE = "resume-mark.json"
@@ -57,11 +57,11 @@ class ResumeReport:
         return bool(self.written)
 
 
-def mark_path(ledger: Ledger) -> Path:
+def mark_path(ledger: LedgerWriter) -> Path:
     return ledger.layout.root / MARK_FILE
 
 
-def _clean_from(ledger: Ledger) -> int:
+def _clean_from(ledger: LedgerWriter) -> int:
     """The first seq to scan: just after a valid clean mark, else 0."""
     try:
         mark = orjson.loads(mark_path(ledger).read_bytes())
@@ -73,7 +73,7 @@ def _clean_from(ledger: Ledger) -> int:
     return 0
 
 
-def _write_mark(ledger: Ledger) -> None:
+def _write_mark(ledger: LedgerWriter) -> None:
     last = ledger.next_seq - 1
     if last < 0:
         return
@@ -88,7 +88,9 @@ def _write_mark(ledger: Ledger) -> None:
             tmp.unlink()
 
 
-def resume_ledger(ledger: Ledger, *, pending: Pending | None = None, full: bool = False) -> ResumeReport:
+def resume_ledger(
+    ledger: LedgerWriter, *, pending: Pending | None = None, full: bool = False
+) -> ResumeReport:
     """Resume the ledger of `ledger` (an open writer): scan, write the closing lines, flush (one
     fsync), and record the clean point. Idempotent: a second call writes nothing.
 

@@ -17,7 +17,8 @@ from runfold.core.payloads import CancelReceived, Payload, SteerReceived
 from runfold.core.records import Record
 from runfold.runtime.control import Steer, steer_author
 from runfold.runtime.loop_io import RunChannels, Stop
-from runfold.store.group_commit import GroupCommit, LedgerWriter
+from runfold.store.group_commit import GroupCommit
+from runfold.store.view import LedgerWriter
 
 T = TypeVar("T")
 

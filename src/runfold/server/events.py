@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 from runfold.core.kinds import Kind
 from runfold.core.records import Record
-from runfold.store.ledger import Ledger
+from runfold.store.view import LedgerWriter
 
 END = None
 """What a subscription receives when its run will write no more lines (it never started)."""
@@ -68,7 +68,7 @@ class EventFanout:
 
     async def stream(
         self,
-        ledger: Ledger,
+        ledger: LedgerWriter,
         run: str,
         since: int,
         *,

@@ -28,8 +28,9 @@ from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
 from runfold.server.events import EventFanout
 from runfold.store.control import ControlRequest, new_signal_id
 from runfold.store.group_commit import GroupCommit
-from runfold.store.ledger import Ledger, now_ms
+from runfold.store.ledger import now_ms
 from runfold.store.serving import queue_drop, queue_items, queue_put
+from runfold.store.view import LedgerWriter
 
 DEFAULT_MAX_RUNS = 32
 """Runs that may run at once by default; later dispatches wait in the queue."""
@@ -149,13 +150,13 @@ class RunOwner:
         self.dropped: list[tuple[str, str]] = []
         """Queued dispatches found at start and not run again, with why."""
         self._stack = contextlib.AsyncExitStack()
-        self._ledger: Ledger | None = None
+        self._ledger: LedgerWriter | None = None
         self.hub: ControlHub | None = None
 
     # ---- life ------------------------------------------------------------------------------
 
     @property
-    def ledger(self) -> Ledger:
+    def ledger(self) -> LedgerWriter:
         assert self._ledger is not None, "RunOwner.start() first"
         return self._ledger
 

@@ -4,39 +4,14 @@ staged before it, whichever run staged it (DESIGN.md §3 "Group commit").
 A run that needs its lines durable (before a model call, before a writing tool acts, at its
 freeze) awaits `commit()`; the flush is deferred to the end of the loop's current pass, so every
 run that became ready in that pass stages its lines first and they all share one fsync.
-`LedgerWriter` is what the runtime needs of the one writer, so another backend fits behind it.
+It works on any `store.view.LedgerWriter`, so another backend fits behind it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Protocol
 
-from runfold.core.records import Draft, Record
-
-
-class LedgerWriter(Protocol):
-    """The workspace's one writer as the runtime uses it (`runfold.store.ledger.Ledger` is one).
-
-    `stage(drafts)` gives lines their seq, chain hash and bytes; `flush()` makes every staged
-    line durable in one batch (returns how many); `staged` counts lines waiting; `next_seq` and
-    `head` describe the durable view; `on_durable` callbacks see each durable batch."""
-
-    on_durable: list[Callable[[Sequence[Record]], None]]
-
-    def stage(self, drafts: Sequence[Draft]) -> list[Record]: ...
-
-    def flush(self) -> int: ...
-
-    @property
-    def staged(self) -> int: ...
-
-    @property
-    def next_seq(self) -> int: ...
-
-    @property
-    def head(self) -> str: ...
+from runfold.store.view import LedgerWriter
 
 
 class GroupCommit:

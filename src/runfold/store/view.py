@@ -6,11 +6,13 @@ it, so folds, replay and control read through one shape without knowing which on
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from types import TracebackType
+from typing import Protocol, Self
 
-from runfold.core.records import Record
+from runfold.core.records import Draft, Record
+from runfold.store.layout import Layout
 
 
 class LedgerView(Protocol):
@@ -43,3 +45,34 @@ class LedgerView(Protocol):
     def record_at(self, seq: int) -> Record: ...
 
     def close(self) -> None: ...
+
+
+class LedgerWriter(LedgerView, Protocol):
+    """A workspace ledger of any store (files, PostgreSQL), opened as a reader or as the one
+    writer: the view plus group commit (`stage`, `flush`, `append`, `on_durable`, DESIGN.md §3).
+
+    `ws` is the workspace directory; `layout` its `.runfold/` paths (settings, CAS, control
+    files stay there whatever keeps the lines); `writer` whether this is the one writer.
+    `append`/`flush` raise `E_STORAGE_FATAL` once the store failed (the writer then refuses
+    every later append) and `E_INVALID_ARGS` for a bad draft, as `Ledger.append` says.
+    """
+
+    ws: Path
+    layout: Layout
+    writer: bool
+    on_durable: list[Callable[[Sequence[Record]], None]]
+
+    def append(self, drafts: Sequence[Draft]) -> list[Record]: ...
+
+    def stage(self, drafts: Sequence[Draft]) -> list[Record]: ...
+
+    @property
+    def staged(self) -> int: ...
+
+    def flush(self) -> int: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
