@@ -25,6 +25,7 @@ from runfold.store.bare import BareLedger, is_bare_ledger, segment_first_seq
 from runfold.store.cas import Cas
 from runfold.store.layout import find_workspace
 from runfold.store.ledger import Ledger
+from runfold.store.marks import parse_anchor
 from runfold.store.verify import Progress, VerifyReport, verify_path
 
 if TYPE_CHECKING:
@@ -89,16 +90,23 @@ class LinePosition:
     lines: int
 
 
-def verify(path: Path, progress: Progress | None = None) -> VerifyReport:
+def verify(path: Path, progress: Progress | None = None, head: str | None = None) -> VerifyReport:
     """Verify a workspace, a ledger directory or one segment file at `path` (DESIGN.md §3).
+
+    In a workspace, the ledger must still hold the lines the workspace's marks name (the head
+    mark and the resume mark): a ledger that lost its newest lines, or whose last line was
+    changed, is refused. `head` (`HASH` or `SEQ:HASH` as `runfold head` printed it, kept outside
+    the workspace) must be a line of the ledger too; `report.anchor` names it.
 
     Read-only. Returns the report (lines, seq range, head, bytes, seconds, format versions...).
     Raises `LineRefused` (a `RunfoldError`, code E_LEDGER_CORRUPT or E_LOG_VERSION_UNSUPPORTED)
     at the first bad line, naming its 1-based line number, seq and fault; E_LEDGER_CORRUPT when
     `path` holds no line at all (an empty file or only empty segments: not a ledger);
-    `E_PATH_NOT_FOUND` when `path` does not exist.
+    `E_PATH_NOT_FOUND` when `path` does not exist; E_LEDGER_CORRUPT naming what was recorded and
+    what was found when a mark or `head` names a line the ledger does not hold; E_INVALID_ARGS
+    for a `head` that is not `HASH` or `SEQ:HASH`.
     """
-    return verify_path(path, progress=progress)
+    return verify_path(path, progress=progress, anchor=parse_anchor(head) if head is not None else None)
 
 
 class Workspace(WorkspaceRuns):
