@@ -33,6 +33,7 @@ from runfold.store.backend import (
 from runfold.store.bare import BareLedger, is_bare_ledger, segment_first_seq
 from runfold.store.cas import Cas
 from runfold.store.layout import Layout, find_workspace
+from runfold.store.marks import parse_anchor
 from runfold.store.verify import Progress, VerifyReport, verify_path
 from runfold.store.view import LedgerWriter
 
@@ -103,22 +104,36 @@ class LinePosition:
     lines: int
 
 
-def verify(path: Path, progress: Progress | None = None) -> VerifyReport:
+def verify(path: Path, progress: Progress | None = None, head: str | None = None) -> VerifyReport:
     """Verify a workspace, a ledger directory or one segment file at `path` (DESIGN.md §3).
+
+    In a workspace, the ledger must still hold the lines the workspace's marks name (the head
+    mark and the resume mark): a ledger that lost its newest lines, or whose last line was
+    changed, is refused. `head` (`HASH` or `SEQ:HASH` as `runfold head` printed it, kept outside
+    the workspace) must be a line of the ledger too; `report.anchor` names it.
 
     Read-only. Returns the report (lines, seq range, head, bytes, seconds, format versions...).
     Raises `LineRefused` (a `RunfoldError`, code E_LEDGER_CORRUPT or E_LOG_VERSION_UNSUPPORTED)
     at the first bad line, naming its 1-based line number, seq and fault; E_LEDGER_CORRUPT when
     `path` holds no line at all (an empty file or only empty segments: not a ledger);
-    `E_PATH_NOT_FOUND` when `path` does not exist. A workspace whose settings name a
-    PostgreSQL store is verified from the server (`runfold.store.pg_tools.verify_store`).
+    `E_PATH_NOT_FOUND` when `path` does not exist; E_LEDGER_CORRUPT naming what was recorded and
+    what was found when a mark or `head` names a line the ledger does not hold; E_INVALID_ARGS
+    for a `head` that is not `HASH` or `SEQ:HASH`. A workspace whose settings name a PostgreSQL
+    store is verified from the server (`runfold.store.pg_tools.verify_store`).
     """
+    anchor = parse_anchor(head) if head is not None else None
     url = store_setting(Path(path)) if (Path(path) / ".runfold").is_dir() else None
     if url is not None:
         from runfold.store.pg_tools import verify_store
 
+        if anchor is not None:
+            raise invalid_args(
+                "verify the ledger against a head",
+                str(path),
+                "a PostgreSQL store keeps its head in the database: verify without --head",
+            )
         return verify_store(url, progress=progress)
-    return verify_path(path, progress=progress)
+    return verify_path(path, progress=progress, anchor=anchor)
 
 
 class Workspace(WorkspaceRuns):

@@ -65,8 +65,13 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         assert "ok: 18 lines verified" in proc.stdout
     if "tampered.jsonl" in script:
         assert "verify refused it (exit 1)" in proc.stdout
-    if "|| echo" in script and "init" in script:
+    if "refused, as it should be" in script:
         assert "refused, as it should be (exit 2)" in proc.stdout
+    if "runfold repair --quarantine" in script:
+        assert "verify refused it (exit 1)" in proc.stdout and "moved 18 byte(s)" in proc.stdout
+        assert proc.stdout.rstrip().endswith(".bin")
+    if "--head" in script:
+        assert "holds the head you kept: seq 0 " in proc.stdout
     if "script:examples/garden-session.jsonl" in script:
         assert "done: the model answered without calling a tool" in proc.stdout
     if "runfold replay -w ./garden" in script:

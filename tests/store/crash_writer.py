@@ -1,7 +1,7 @@
 """A writer that appends forever, for the crash test (tests/store/test_store_crash.py).
 
-Run as a fork server: it imports runfold once, then for each command line `<round> <ws> <seed>`
-on stdin forks a child that opens the workspace as the writer and appends batches of random
+Run as a fork server: it imports runfold once, then for each command line `<round> <ws> <seed>
+[<segment bytes>]` on stdin forks a child that opens the workspace as the writer and appends batches of random
 sizes in a loop. After each append returns (durable), the child writes
 `ack <round> <seq>:<hash> ...` (every line of the batch) to stdout with one write. The test
 kills the child with SIGKILL; the server then prints `dead <round> <pid>` and waits for the next
@@ -18,18 +18,18 @@ from pathlib import Path
 
 from runfold.core.ids import run_id_v7
 from runfold.core.records import Draft
-from runfold.store.ledger import Ledger
+from runfold.store.ledger import SEGMENT_BYTES, Ledger
 
 LIFETIME_S = 20.0
 """A child that is never killed stops by itself, so a failed test leaves no process behind."""
 
 
-def _child(rnd: int, ws: Path, seed: int) -> None:
+def _child(rnd: int, ws: Path, seed: int, segment_bytes: int) -> None:
     rng = random.Random(seed)
     out = sys.stdout.fileno()
     os.write(out, f"pid {rnd} {os.getpid()}\n".encode())
     try:
-        ledger = Ledger.open(ws, writer=True)
+        ledger = Ledger.open(ws, writer=True, segment_bytes=segment_bytes)
     except Exception as exc:  # reported to the test, which fails on it
         os.write(out, f"error {rnd} {exc!r}\n".replace("\n", " ").encode() + b"\n")
         os._exit(1)
@@ -57,11 +57,11 @@ def _child(rnd: int, ws: Path, seed: int) -> None:
 
 def main() -> None:
     for line in sys.stdin:
-        rnd_s, ws_s, seed_s = line.split()
+        rnd_s, ws_s, seed_s, *rest = line.split()
         pid = os.fork()
         if pid == 0:
             try:
-                _child(int(rnd_s), Path(ws_s), int(seed_s))
+                _child(int(rnd_s), Path(ws_s), int(seed_s), int(rest[0]) if rest else SEGMENT_BYTES)
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)

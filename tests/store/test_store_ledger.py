@@ -329,7 +329,7 @@ def test_a_lock_left_by_a_dead_writers_child_is_waited_for(tmp_path: Path) -> No
     import subprocess
     import sys
 
-    from runfold.store.ledger import _take_writer_lock
+    from runfold.store.locks import take_writer_lock as _take_writer_lock
 
     lock = tmp_path / "ledger.lock"
     dead = subprocess.run(

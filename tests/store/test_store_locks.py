@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.store import ledger
+from runfold.store import locks
 from runfold.store.control import ControlDir
 from runfold.store.locks import LockHeld, pid_alive, take_pid_lock
 
@@ -116,11 +116,11 @@ def test_an_empty_lock_file_names_an_unknown_holder(tmp_path: Path) -> None:
 def test_the_ledger_names_a_gone_holder_in_e_ledger_held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ledger, "DEAD_HOLDER_WAIT_S", 0.1)
+    monkeypatch.setattr(locks, "DEAD_HOLDER_WAIT_S", 0.1)
     lock = tmp_path / "ledger.lock"
     gone = dead_pid()
     with holder(lock, f"{gone}\n"), pytest.raises(RunfoldError) as err:
-        ledger._take_writer_lock(lock)
+        locks.take_writer_lock(lock)
     assert err.value.code is ErrorCode.LEDGER_HELD
     assert f"pid {gone}" in err.value.action and "that process is gone" in err.value.action
 

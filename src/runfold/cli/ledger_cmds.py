@@ -123,6 +123,8 @@ def _verify_json(report: VerifyReport) -> dict[str, Any]:
         "unterminated": report.unterminated,
         "skipped_unknown": report.skipped_unknown,
         "start_note": report.start_note,
+        "marks": [{"source": m.source, "seq": m.seq, "hash": m.hash} for m in report.marks],
+        "anchor": None if report.anchor is None else {"seq": report.anchor.seq, "hash": report.anchor.hash},
     }
 
 
@@ -193,6 +195,16 @@ def verify_cmd(
             metavar="DIR",
         ),
     ] = None,
+    head: Annotated[
+        str | None,
+        typer.Option(
+            "--head",
+            help="A head kept outside the workspace, as `runfold head` printed it (SEQ:HASH, or "
+            "HASH alone, at least its first 16 hex digits): fail unless the ledger holds that line.",
+            show_default=False,
+            metavar="SEQ:HASH",
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Check every line of a ledger: parse, version, chain, seq, canonical bytes, kind.
@@ -200,13 +212,16 @@ def verify_cmd(
     Prints lines verified, seq range, head hash, format versions and throughput. Read-only:
     never repairs. On the first bad line exits 1 with one message naming the 1-based line
     number, the seq, the fault and what to do next; a PATH holding no line at all (an empty
-    file) is not a ledger and also exits 1.
+    file) is not a ledger and also exits 1. In a workspace, the ledger must also hold the lines
+    the workspace recorded outside it (.runfold/head-mark.json, .runfold/resume-mark.json): a
+    ledger that lost its newest lines, or whose last line was changed, exits 1.
 
     \b
     Examples:
       runfold verify                      # the workspace around the current directory
       runfold verify examples/sprawling-golden-p0.jsonl
       runfold verify --json .runfold/ledger
+      runfold verify --head 12:3f08827f8812f5f8   # a head `runfold head` printed earlier
     """
     from runfold.api import Workspace, verify
 
@@ -221,7 +236,7 @@ def verify_cmd(
     target = path if path is not None else Workspace.open(workspace).root
     bar = _LazyBar() if not as_json and stderr_is_tty() else None
     try:
-        report = verify(target, progress=bar)
+        report = verify(target, progress=bar, head=head)
     finally:
         if bar is not None:
             bar.close()
@@ -241,6 +256,8 @@ def verify_cmd(
         f"{report.mb_per_s:.1f} MB/s",
         markup=False,
     )
+    if report.anchor is not None:
+        con.print(f"holds the head you kept: seq {report.anchor.seq} {report.anchor.hash}", markup=False)
     if report.start_note:
         con.print(f"note: {report.start_note}", markup=False)
     if report.skipped_unknown:

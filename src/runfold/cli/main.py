@@ -64,6 +64,9 @@ def _register() -> None:
     from runfold.cli import ledger_cmds
 
     ledger_cmds.register(app)
+    from runfold.cli import tail_cmds
+
+    tail_cmds.register(app)
     from runfold.cli import validate_cmds
 
     validate_cmds.register(app)

@@ -291,6 +291,9 @@ def _run_frozen(d: dict[str, Any]) -> str:
 
 
 def _log_truncated(d: dict[str, Any]) -> str:
+    moved = _s(d, "quarantine")
+    if moved:
+        return f"moved {_n(d, 'dropped_bytes')} bytes to .runfold/{moved}"
     return f"dropped {_n(d, 'dropped_bytes')} bytes"
 
 

@@ -44,6 +44,7 @@ class Fault(enum.StrEnum):
     NOT_A_LINE = "not a line"
     VERSION_UNSUPPORTED = "version unsupported"
     VERSION_AHEAD = "version ahead"
+    VERSION_DOWN = "version went down"
     CHAIN_BREAK = "chain break"
     SEQ_GAP = "seq gap"
     NOT_CANONICAL = "not canonical"
@@ -58,6 +59,11 @@ _NEXT_STEP: dict[Fault, str] = {
     ),
     Fault.VERSION_UNSUPPORTED: "this line is not from runfold or sprawling; restore the ledger from a copy",
     Fault.VERSION_AHEAD: "upgrade runfold to a version that reads this format; nothing was read",
+    Fault.VERSION_DOWN: (
+        "an older writer appended to a ledger a newer one had written, or lines were spliced in "
+        "from another ledger; restore the ledger from a copy and write it only with the newest "
+        "format it holds"
+    ),
     Fault.CHAIN_BREAK: (
         "the ledger was edited or lines were lost before this one; restore it from a copy and verify again"
     ),
@@ -156,10 +162,12 @@ class LineChecker:
     """Stateful verifier of consecutive lines: the running chain head and expected seq.
 
     Start it at (0, ZERO_HASH) for a whole ledger, or at a segment's first seq and the previous
-    segment's head to continue across segments.
+    segment's head to continue across segments. A ledger's format version never goes down: a
+    line whose `v` is below the highest `v` this checker accepted is refused (`version went
+    down`); `min_version` holds that highest version (set it back to 1 to check an unrelated line).
     """
 
-    __slots__ = ("_hasher", "expected_seq", "head", "known_kinds", "run_ids", "where")
+    __slots__ = ("_hasher", "expected_seq", "head", "known_kinds", "min_version", "run_ids", "where")
 
     def __init__(
         self,
@@ -172,6 +180,8 @@ class LineChecker:
         self.head = head
         self.where = where
         self.known_kinds = known_kinds
+        self.min_version = 1
+        """The lowest format version the next line may have: the highest one accepted so far."""
         self.run_ids: set[str] = set()
         """Run ids already seen well-formed (a lookup instead of a regex per line)."""
         self._hasher = blake3.blake3()
@@ -202,13 +212,14 @@ class LineChecker:
             and w.seq == self.expected_seq
             and w.kind in self.known_kinds
             and w.run in self.run_ids
-            and 1 <= w.v <= FORMAT_VERSION
+            and self.min_version <= w.v <= FORMAT_VERSION
             and encode_json(w) == raw
             and I64_MIN <= w.t <= U64_MAX
             and fits_64(w.data)
             and nests_within(raw, len(w.prev))
         ):
             self.expected_seq += 1
+            self.min_version = w.v
             h = self._hasher
             h.update(raw)
             self.head = h.digest().hex()
@@ -219,7 +230,8 @@ class LineChecker:
     def check_fast(self, lines: Sequence[bytes], start: int, versions: set[int]) -> int:
         """Verify `lines[start:]` in order until the first line the fast path cannot prove,
         advancing the chain over every line accepted; returns how many were accepted (all of
-        known kinds, of format version `FORMAT_VERSION` or less). The caller hands the next
+        known kinds, of format version `FORMAT_VERSION` or less and never below the one before).
+        The caller hands the next
         line, if any, to `check`, which accepts it or names its fault. Adds each accepted
         line's format version to `versions`. Accepts exactly the
         lines `check` accepts by its fast path, with the same head afterwards; returns no
@@ -241,6 +253,7 @@ class LineChecker:
         t_min = I64_MIN
         t_max = U64_MAX
         version = FORMAT_VERSION
+        floor = self.min_version
         seen_version = 0
         for raw in itertools.islice(lines, start, None):
             try:
@@ -254,9 +267,9 @@ class LineChecker:
                 break
             v = w.v
             if v != seen_version:
-                if not 1 <= v <= version:
+                if not floor <= v <= version:
                     break
-                seen_version = v
+                seen_version = floor = v
                 versions.add(v)
             try:
                 pack(w.data)
@@ -271,6 +284,7 @@ class LineChecker:
             reset()
             seq += 1
         self.head = head
+        self.min_version = floor
         accepted = seq - self.expected_seq
         self.expected_seq = seq
         return accepted
@@ -313,6 +327,15 @@ class LineChecker:
                 f"format version {env.v} was written by a newer runfold (this build reads 1..{FORMAT_VERSION})",
                 self.where,
             )
+        if env.v < self.min_version:
+            raise refuse(
+                Fault.VERSION_DOWN,
+                line_no,
+                env.seq,
+                f"format version {env.v} follows a line of version {self.min_version} (a ledger's "
+                "version never goes down)",
+                self.where,
+            )
         if env.prev != self.head:
             raise refuse(
                 Fault.CHAIN_BREAK,
@@ -346,6 +369,7 @@ class LineChecker:
                 self.where,
             )
         self.expected_seq += 1
+        self.min_version = env.v
         self.head = _blake3(raw).digest().hex()  # = chain_hash(raw), inlined: it runs once per line
         return env, known
 

@@ -369,8 +369,18 @@ COMPLETIONS = ("done", "limit", "cancelled")
 
 @dataclasses.dataclass(kw_only=True)
 class LogTruncated(Payload):
+    """Bytes after the last valid line were taken out of the ledger: a torn append cut on open
+    (`dropped_bytes` only), or a garbage tail moved aside by `runfold repair --quarantine`
+    (`dropped_hash`: `b3-<hex64>` of the bytes; `quarantine`: where they are, relative to the
+    workspace's `.runfold/`; `segment` and `offset`: where they were)."""
+
     KIND = Kind.LOG_TRUNCATED
+    OPTIONAL = frozenset({"dropped_hash", "quarantine", "segment", "offset"})
     dropped_bytes: int = 0
+    dropped_hash: str | None = None
+    quarantine: str | None = None
+    segment: str | None = None
+    offset: int | None = None
 
 
 @dataclasses.dataclass(kw_only=True)

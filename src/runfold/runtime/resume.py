@@ -3,8 +3,9 @@ freeze the runs it left running, so no later request carries a history a provide
 
 Runs on every writer open (`Workspace.writer()`, every run) and as `runfold resume`. The scan is
 incremental: after a resume leaves the ledger clean it records the clean point (seq and line
-hash) in `.runfold/resume-mark.json`, and the next open scans only the lines after it. The mark
-is a cache: a missing, unreadable or mismatching mark means a full scan.
+hash) in `.runfold/resume-mark.json`, and the next open scans only the lines after it. A missing
+or unreadable mark means a full scan; a mark naming a line the ledger no longer holds is refused
+by the writer's open before resume runs (`runfold.store.marks`), and the mark never moves back.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import orjson
 from runfold.core.errors import RunfoldError
 from runfold.core.fold.resume import DanglingCall, LostRun, ResumeScan, resume_drafts
 from runfold.core.records import Draft, Record
+from runfold.store.marks import read_resume_mark
 from runfold.store.view import LedgerWriter
 from runfold.tools.exec_tool import end_recorded_group
 
@@ -58,7 +60,7 @@ class ResumeReport:
 
 
 def mark_path(ledger: LedgerWriter) -> Path:
-    return ledger.layout.root / MARK_FILE
+    return ledger.layout.resume_mark_path
 
 
 def _clean_from(ledger: LedgerWriter) -> int:
@@ -75,7 +77,8 @@ def _clean_from(ledger: LedgerWriter) -> int:
 
 def _write_mark(ledger: LedgerWriter) -> None:
     last = ledger.next_seq - 1
-    if last < 0:
+    old = read_resume_mark(ledger.layout)
+    if last < 0 or (old is not None and old.seq >= last):  # never moved back, nor rewritten in place
         return
     data = orjson.dumps({"seq": last, "hash": ledger.record_at(last).hash})
     path = mark_path(ledger)

@@ -43,12 +43,18 @@ class Index:
 
     # ---- opening ---------------------------------------------------------------------
 
-    def open_writer(self, segments: SegmentList, progress: Progress | None) -> ScanResult:
+    def open_writer(
+        self,
+        segments: SegmentList,
+        progress: Progress | None,
+        remember: frozenset[int] = frozenset(),
+        garbage_tail: bool = False,
+    ) -> ScanResult:
         """Hold the index lock for the writer's life, open (or make) the file and verify the
         whole ledger with one scan that also gives the file every line it lacks (an index
         ahead of or disagreeing with the ledger is rebuilt). The file is flushed before
-        returning. Raises `E_STORAGE_FATAL` when the index cannot be opened, `LineRefused` for
-        damage in the ledger."""
+        returning. `remember` and `garbage_tail` are passed to `scan`. Raises
+        `E_STORAGE_FATAL` when the index cannot be opened, `LineRefused` for damage in the ledger."""
         try:
             self._lock_fd = self._lock(block=True)
             idx = self._file = self._open_file()
@@ -63,10 +69,25 @@ class Index:
         if not self._matches_ledger(idx):
             idx.reset()
         idx.flush_rows = SCAN_FLUSH_ROWS
-        res = scan(segments, LineChecker(), sink=_sink(idx), sink_from=idx.next_seq, progress=progress)
+        res = scan(
+            segments,
+            LineChecker(),
+            sink=_sink(idx),
+            sink_from=idx.next_seq,
+            progress=progress,
+            remember=remember,
+            garbage_tail=garbage_tail,
+        )
         if idx.next_seq != res.next_seq:  # the index ran ahead of the ledger: rebuild it
             idx.reset()
-            res = scan(segments, LineChecker(), sink=_sink(idx), progress=progress)
+            res = scan(
+                segments,
+                LineChecker(),
+                sink=_sink(idx),
+                progress=progress,
+                remember=remember,
+                garbage_tail=garbage_tail,
+            )
         idx.flush()
         idx.flush_rows = FLUSH_ROWS
         return res

@@ -111,6 +111,22 @@ class Layout:
         return self.root / "control"
 
     @property
+    def head_mark_path(self) -> Path:
+        """`<ws>/.runfold/head-mark.json`: seq and hash of the newest durable line, written by the
+        writer after each batch (`runfold.store.marks`)."""
+        return self.root / "head-mark.json"
+
+    @property
+    def resume_mark_path(self) -> Path:
+        """`<ws>/.runfold/resume-mark.json`: the clean point resume recorded (seq and hash)."""
+        return self.root / "resume-mark.json"
+
+    @property
+    def quarantine_dir(self) -> Path:
+        """`<ws>/.runfold/quarantine`: bytes `runfold repair --quarantine` moved out of a segment."""
+        return self.root / "quarantine"
+
+    @property
     def config_path(self) -> Path:
         """`<ws>/.runfold/config.toml`."""
         return self.root / "config.toml"

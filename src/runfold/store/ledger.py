@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from runfold.core.chain import LineChecker, LineRefused
-from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
+from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.ids import WORKSPACE_RUN, ZERO_HASH
 from runfold.core.payloads import LogTruncated, WorkspaceInitialized
 from runfold.core.records import Draft, Record
@@ -27,10 +27,13 @@ from runfold.store.durable import fsync_dir
 from runfold.store.index import Index
 from runfold.store.index_file import Entry, IndexMismatch
 from runfold.store.layout import Layout, list_segments
-from runfold.store.locks import LockHeld, take_pid_lock
+from runfold.store.locks import take_writer_lock
+from runfold.store.marks import HeadMarker, check_marks, read_head_mark, read_resume_mark
 from runfold.store.serving import held_recovery
 from runfold.store.staging import Stager
-from runfold.store.verify import CHUNK_BYTES, Progress, check_segment_dir
+from runfold.store.stream import stream_lines
+from runfold.store.tail import changed_under_writer, quarantine_bytes
+from runfold.store.verify import Progress, check_segment_dir, no_lines_error
 from runfold.store.while_syncing import WhileSyncing
 
 SEGMENT_BYTES = 64 << 20
@@ -61,33 +64,6 @@ class WriterIO:
     sync: Callable[[int], None] = field(default=_default_sync)
 
 
-DEAD_HOLDER_WAIT_S = 5.0
-"""How long a writer waits for the lock when the process that took it is gone: a process the
-dead writer had just started (a tool's shell between fork and exec) may hold the lock for a
-moment after a SIGKILL."""
-
-
-def _take_writer_lock(path: Path) -> int:
-    """Take the exclusive lock on `ledger.lock` and write our pid into it; returns the fd.
-
-    When the pid written in the file is gone (its process died) but the lock is still taken, a
-    child it had just started still holds it: wait up to `DEAD_HOLDER_WAIT_S` for it to go.
-    Raises `E_LEDGER_HELD` naming the holder's pid (as written in the file) when it is taken.
-    """
-    try:
-        return take_pid_lock(path, wait_s=DEAD_HOLDER_WAIT_S, poll_s=0.05, wait_for_live_holder=False)
-    except LockHeld as held:
-        holder = held.holder
-        gone = "" if held.holder_alive else " (that process is gone; a process it started still holds the lock)"
-        raise RunfoldError(
-            ErrorCode.LEDGER_HELD,
-            f"open the ledger for writing (pid {holder} holds the writer lock{gone})",
-            str(path),
-            held_recovery(path.parent.parent, holder),
-            retry=Retry.YES,
-        ) from None
-
-
 _LONG_LINE = 1 << 24
 """Bytes of an index row's line length past which `_read_entry` checks it against the segment's
 size before reading (a damaged row may claim up to 4 GiB, which `os.pread` allocates first)."""
@@ -114,6 +90,8 @@ class Ledger:
         self.torn_tail_bytes = 0
         """Bytes of torn tail met on open (a writer cut them; a reader only skips them)."""
         self.newline_restored = False
+        self.log_truncated: Record | None = None
+        """The `log_truncated` line this writer's open wrote for a torn or quarantined tail."""
         """True when this writer's open appended the `\n` a verified last line lacked."""
         self._segments: list[tuple[int, Path]] = []
         self._next_seq = 0
@@ -122,6 +100,10 @@ class Ledger:
         self._index = Index(self.layout)
         self._fd: int | None = None
         self._size = 0
+        self._file_end = 0
+        """The size the last segment must have before the next write: another size means another
+        process changed the file, and the writer refuses rather than write over it."""
+        self._marker = HeadMarker(self.layout)
         self._read_fds: dict[int, int] = {}
         self._poisoned: RunfoldError | None = None
         self._cut_after_next_write = False
@@ -176,6 +158,7 @@ class Ledger:
         segment_bytes: int = SEGMENT_BYTES,
         io: WriterIO | None = None,
         progress: Progress | None = None,
+        quarantine_tail: bool = False,
     ) -> Ledger:
         """Open the ledger of workspace `ws` (the directory holding `.runfold/`).
 
@@ -186,12 +169,29 @@ class Ledger:
         A last line that verifies but lacks its `\n` is kept; a writer appends the `\n` (one
         fsync) before anything else.
 
+        A writer compares the ledger with the marks the workspace recorded outside it
+        (`runfold.store.marks`: the head mark, the resume mark) and records its head in the head
+        mark once open and after each batch. `quarantine_tail` (a writer only): a garbage tail
+        (newline-terminated bytes holding no line after the last valid line) is copied into
+        `.runfold/quarantine/` and replaced by one `log_truncated` naming its size, hash and
+        quarantine file, like a torn tail (which is then quarantined too, not dropped); without
+        it a garbage tail is refused.
+
         Raises `E_PATH_NOT_FOUND` when there is no ledger, `E_LEDGER_HELD` (writer) naming the
         holder's pid, `LineRefused` for any damage other than a torn tail (nothing is cut), and
         `E_LEDGER_CORRUPT` when segments are misnamed, the ledger directory holds no segment,
-        the ledger does not start at seq 0, or it holds no verified line before a torn tail.
+        the ledger does not start at seq 0, or it holds no verified line before a torn tail;
+        for a writer also when its segments hold 0 bytes (the ledger lost every line) and when the
+        ledger does not hold a line a mark names (it lost its tail, or its last line was changed).
         """
-        return cls._open(ws, writer=writer, segment_bytes=segment_bytes, io=io, progress=progress)
+        return cls._open(
+            ws,
+            writer=writer,
+            segment_bytes=segment_bytes,
+            io=io,
+            progress=progress,
+            quarantine_tail=quarantine_tail,
+        )
 
     @classmethod
     def _open(
@@ -203,6 +203,7 @@ class Ledger:
         io: WriterIO | None,
         progress: Progress | None = None,
         creating: bool = False,
+        quarantine_tail: bool = False,
     ) -> Ledger:
         if segment_bytes < 1:
             raise invalid_args("open the ledger", f"segment_bytes={segment_bytes}", "give a positive size")
@@ -216,29 +217,41 @@ class Ledger:
             )
         try:
             if writer:
-                self._lock_fd = _take_writer_lock(self.layout.lock_path)
-            self._load(progress, creating)
+                self._lock_fd = take_writer_lock(
+                    self.layout.lock_path, lambda holder: held_recovery(self.layout.root.parent, holder)
+                )
+            self._load(progress, creating, quarantine_tail)
         except BaseException:
             self.close()
             raise
         return self
 
-    def _load(self, progress: Progress | None, creating: bool) -> None:
+    def _load(self, progress: Progress | None, creating: bool, quarantine_tail: bool) -> None:
         self._segments = list_segments(self.layout.ledger_dir)
         if not (creating and not self._segments):
             check_segment_dir(self._segments, self.layout.ledger_dir, "open the ledger")
         if self.writer:
-            self._load_writer(progress)
+            self._load_writer(progress, quarantine_tail)
         else:
             self._load_reader(progress)
 
-    def _load_writer(self, progress: Progress | None) -> None:
-        res = self._index.open_writer(self._segments, progress)
+    def _load_writer(self, progress: Progress | None, quarantine_tail: bool) -> None:
+        action = "open the ledger for writing"
+        head_mark = read_head_mark(self.layout)  # marks first: they name lines durable before now
+        marks = [m for m in (head_mark, read_resume_mark(self.layout)) if m is not None]
+        if self._segments and all(os.path.getsize(p) == 0 for _, p in self._segments):
+            check_marks(marks, 0, {}, str(self.layout.ledger_dir), action)
+            raise no_lines_error(self.layout.ledger_dir, self._segments, False, action)
+        res = self._index.open_writer(
+            self._segments, progress, frozenset(m.seq for m in marks), garbage_tail=quarantine_tail
+        )
+        check_marks(marks, res.next_seq, res.hashes, str(self.layout.ledger_dir), action)
         self._next_seq, self._head = res.next_seq, res.head
         if self._segments:
             path = self._segments[-1][1]
             self._fd = os.open(path, os.O_RDWR)
-            self._size = os.fstat(self._fd).st_size - res.torn_tail_bytes
+            self._file_end = os.fstat(self._fd).st_size
+            self._size = self._file_end - res.torn_tail_bytes
             if self._size != res.end_offset:  # pragma: no cover - scan and file disagree
                 raise RunfoldError(
                     ErrorCode.STORAGE_FATAL,
@@ -252,18 +265,20 @@ class Ledger:
         if res.torn_tail_bytes:
             # The log_truncated line is written over the torn bytes and the file is cut right
             # after it, before the one fsync: a crash leaves either the torn tail (cut again on
-            # the next open) or the cut recorded, never a silent cut.
+            # the next open) or the cut recorded, never a silent cut. A garbage tail is copied
+            # into the quarantine (durably) before that.
+            data: dict[str, object] = {"dropped_bytes": res.torn_tail_bytes}
+            if res.garbage_tail or quarantine_tail:
+                data.update(quarantine_bytes(self.layout, self._segments[-1][1], self._size).fields())
             self._cut_after_next_write = True
-            self.append(
-                [
-                    Draft(
-                        WORKSPACE_RUN,
-                        RUNTIME,
-                        LogTruncated.KIND.value,
-                        LogTruncated.from_data({"dropped_bytes": res.torn_tail_bytes}),
-                    )
-                ]
+            [self.log_truncated] = self.append(
+                [Draft(WORKSPACE_RUN, RUNTIME, LogTruncated.KIND.value, LogTruncated.from_data(data))]
             )
+        self._marker.record_open(head_mark, self._next_seq - 1, self._head, self._sync_last_segment)
+
+    def _sync_last_segment(self) -> None:
+        if self._fd is not None:
+            self.io.sync(self._fd)
 
     def _restore_newline(self) -> None:
         """Append the `\n` a verified last line lacks, durably (one fsync), before any other
@@ -281,6 +296,7 @@ class Ledger:
                 "free disk space or fix the storage error, then reopen the ledger",
             ) from exc
         self._size += 1
+        self._file_end += 1
         self.newline_restored = True
 
     def _load_reader(self, progress: Progress | None) -> None:
@@ -357,6 +373,9 @@ class Ledger:
         # index rows: built during the fdatasync (on the helper, when worth a handoff), added after it
         rows_job = partial(index.prepare_batch, records[0].seq, self._segments[-1][0], start, records)
         overlap = len(records) >= OVERLAP_LINES or index.flush_due()
+        end = os.fstat(fd).st_size
+        if end != self._file_end:
+            raise self._changed_under_us(end)
         try:
             written = 0
             view = memoryview(buf)
@@ -379,9 +398,10 @@ class Ledger:
         # durable: advance
         self._cut_after_next_write = False
         index.add_rows(rows)
-        self._size = start + len(buf)
+        self._size = self._file_end = start + len(buf)
         self._next_seq = records[-1].seq + 1
         self._head = records[-1].hash
+        self._marker.write(self._next_seq - 1, self._head)
         for cb in tuple(self.on_durable):
             cb(records)
         return len(records)
@@ -424,6 +444,12 @@ class Ledger:
             "free disk space or fix the storage error, then reopen the ledger (this writer refuses further appends)",
         )
 
+    def _changed_under_us(self, end: int) -> RunfoldError:
+        """Poison this writer (nothing written, nothing cut) because the last segment is `end`
+        bytes, not the size this writer left it: another process appended to it or cut it."""
+        self._poisoned = changed_under_writer(self._segments[-1][1], self._file_end, end, self._next_seq)
+        return self._poisoned
+
     def _roll_if_needed(self) -> None:
         if self._fd is not None and (self._size < self.segment_bytes or self._cut_after_next_write):
             return
@@ -439,7 +465,7 @@ class Ledger:
         if self._fd is not None:
             os.close(self._fd)
         self._fd = fd
-        self._size = 0
+        self._size = self._file_end = 0
         self._segments.append((self._next_seq, path))
 
     # ---- reading ---------------------------------------------------------------------
@@ -569,6 +595,7 @@ class Ledger:
         checker = self._entry_checker
         checker.expected_seq = e.seq
         checker.head = e.prev
+        checker.min_version = 1  # one line out of its context: the version order is the scan's
         checker.where = self._segment_names.get(e.seg) or self._segment_name(e.seg)
         try:
             env, _ = checker.check(raw, e.seq + 1)
@@ -623,41 +650,9 @@ class Ledger:
             except (_Stale, IndexMismatch, sqlite3.DatabaseError):
                 self._after_stale(attempt, since)
         assert e is not None
-        checker = LineChecker(since, e.prev)
-        off = e.off
-        seq = since
-        for _seg, path in self._segments[start:]:
-            checker.where = str(path)
-            with open(path, "rb") as f:
-                f.seek(off)
-                rest = b""
-                while seq < end:
-                    chunk = f.read(CHUNK_BYTES)
-                    if not chunk:
-                        break
-                    buf = rest + chunk if rest else chunk
-                    parts = buf.split(b"\n")
-                    rest = parts.pop()
-                    for raw in parts:
-                        env, _ = checker.check(raw, seq + 1)
-                        yield Record(env, raw, checker.head)
-                        seq += 1
-                        if seq == end:
-                            break
-                if rest and seq == end - 1:  # the last line, missing only its newline
-                    env, _ = checker.check(rest, seq + 1)
-                    yield Record(env, rest, checker.head)
-                    seq += 1
-            off = 0
-            if seq == end:
-                break
-        if seq != end or checker.head != self._head:
-            raise RunfoldError(
-                ErrorCode.LEDGER_CORRUPT,
-                f"read lines up to seq {end - 1} (read {seq - since}, head {checker.head[:16]}…)",
-                str(self.layout.ledger_dir),
-                "the ledger was changed on disk since it was opened; run `runfold verify` and restore it from a copy",
-            )
+        yield from stream_lines(
+            self._segments[start:], e.off, since, end, e.prev, self._head, self.layout.ledger_dir
+        )
 
     # ---- closing ---------------------------------------------------------------------
 
@@ -668,6 +663,7 @@ class Ledger:
         self._closed = True
         self._pending = []  # staged, never flushed: dropped (DESIGN.md §5 durability points)
         self._while_syncing.close()
+        self._marker.close()
         try:
             self._index.close(keep=self.writer and self._poisoned is None)
         finally:

@@ -3,7 +3,8 @@ blocking until a deadline, with the holder's pid written in the file (DESIGN.md 
 writer per ledger; §5–§6: one owner of the control inbox).
 
 Written once so that the writer lock (`ledger.lock`) and the control owner lock (`owner.lock`)
-share one retry loop and one pid stamp; each caller turns `LockHeld` into its own RunfoldError.
+share one retry loop and one pid stamp; each caller turns `LockHeld` into its own RunfoldError
+(`take_writer_lock` does it for the ledger's writer).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from runfold.core.errors import ErrorCode, Retry, RunfoldError
 
 _PID_BYTES = 64
 """Bytes of a lock file read for the holder's pid (a pid and a newline need far fewer)."""
@@ -102,4 +106,37 @@ def take_pid_lock(path: Path, *, wait_s: float, poll_s: float, wait_for_live_hol
     return fd
 
 
-__all__ = ["LockHeld", "lock_held", "pid_alive", "take_pid_lock"]
+__all__ = ["DEAD_HOLDER_WAIT_S", "LockHeld", "lock_held", "pid_alive", "take_pid_lock", "take_writer_lock"]
+
+
+DEAD_HOLDER_WAIT_S = 5.0
+"""How long a writer waits for the lock when the process that took it is gone: a process the
+dead writer had just started (a tool's shell between fork and exec) may hold the lock for a
+moment after a SIGKILL."""
+
+
+def take_writer_lock(path: Path, recovery: Callable[[str], str] | None = None) -> int:
+    """Take the exclusive lock on `ledger.lock` and write our pid into it; returns the fd.
+
+    When the pid written in the file is gone (its process died) but the lock is still taken, a
+    child it had just started still holds it: wait up to `DEAD_HOLDER_WAIT_S` for it to go.
+    Raises `E_LEDGER_HELD` naming the holder's pid (as written in the file) when it is taken,
+    with `recovery(holder)` as its recovery sentence when given (e.g. naming `runfold serve`).
+    """
+    try:
+        return take_pid_lock(path, wait_s=DEAD_HOLDER_WAIT_S, poll_s=0.05, wait_for_live_holder=False)
+    except LockHeld as held:
+        holder = held.holder
+        gone = (
+            "" if held.holder_alive else " (that process is gone; a process it started still holds the lock)"
+        )
+        raise RunfoldError(
+            ErrorCode.LEDGER_HELD,
+            f"open the ledger for writing (pid {holder} holds the writer lock{gone})",
+            str(path),
+            recovery(holder)
+            if recovery is not None
+            else f"another runfold process (pid {holder}) is writing this workspace; wait for it to "
+            "finish or stop it, then retry (readers such as verify and log need no lock)",
+            retry=Retry.YES,
+        ) from None

@@ -19,7 +19,8 @@ from runfold.core.canonical import Envelope, chain_hash
 from runfold.core.chain import Fault, LineChecker, LineRefused, parse_envelope, refuse
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.ids import ZERO_HASH
-from runfold.store.layout import RUNFOLD_DIR, list_segments, parse_segment_name
+from runfold.store.layout import RUNFOLD_DIR, Layout, list_segments, parse_segment_name
+from runfold.store.marks import Anchor, Mark, check_anchor, check_marks, read_marks
 
 CHUNK_BYTES = 4 << 20
 """Bytes read per chunk (4 MiB); the progress callback fires once per chunk."""
@@ -51,6 +52,11 @@ class ScanResult:
     end_offset: int = 0
     unterminated: bool = False
     """True when the last verified line is complete but lacks its `\n` (a writer adds it)."""
+    garbage_tail: bool = False
+    """True when `torn_tail_bytes` are a garbage tail that ends with a newline (not a torn
+    append: only `scan(garbage_tail=True)` reports one, for `runfold repair --quarantine`)."""
+    hashes: dict[int, str] = field(default_factory=dict)
+    """The chain hash of each line whose seq the scan was asked to `remember` and verified."""
 
 
 def is_torn_tail(tail: bytes) -> bool:
@@ -98,11 +104,49 @@ def _read_line_at(segments: SegmentList, si: int, offset: int) -> bytes | None:
 
 
 class _Torn(Exception):
-    """Internal: the scan reached a torn tail of `size` bytes at `offset` of the last segment."""
+    """Internal: the scan reached a torn tail of `size` bytes at `offset` of the last segment
+    (`newline`: a garbage tail that ends with a newline)."""
 
-    def __init__(self, offset: int, size: int) -> None:
+    def __init__(self, offset: int, size: int, newline: bool = False) -> None:
         self.offset = offset
         self.size = size
+        self.newline = newline
+
+
+def garbage_tail_size(path: Path, offset: int) -> int | None:
+    """The size of the bytes from `offset` to the end of the segment `path` when they hold no
+    ledger line at all (a garbage tail: `is_torn_tail` of every byte, the first line included),
+    else None. Reads at most 64 MiB (a segment's size); a longer tail answers None."""
+    try:
+        size = os.path.getsize(path) - offset
+        if size <= 0 or size > 64 << 20:
+            return None
+        with open(path, "rb") as f:
+            f.seek(offset)
+            tail = f.read(size)
+    except OSError:
+        return None
+    first = tail.split(b"\n", 1)[0]
+    if parse_envelope(first) is not None or not is_torn_tail(tail):
+        return None
+    return len(tail)
+
+
+def _garbage_refusal(exc: LineRefused, size: int, offset: int, path: Path) -> LineRefused:
+    """`exc` (the refusal of the first garbage line) with the recovery a garbage tail has."""
+    return LineRefused(
+        code=exc.code,
+        action=f"{exc.action} (the {size} byte(s) from offset {offset} to the end of {path.name} hold "
+        "no ledger line and end with a newline: not a torn append, which the next writer would cut)",
+        subject=exc.subject,
+        recovery="in a workspace, `runfold repair --quarantine` moves those bytes into "
+        ".runfold/quarantine/ (never deleting them) and records one log_truncated line; or restore "
+        "the ledger from a copy",
+        fault=exc.fault,
+        line_no=exc.line_no,
+        seq=exc.seq,
+        detail=exc.detail,
+    )
 
 
 def scan(
@@ -116,6 +160,8 @@ def scan(
     sink_from: int = 0,
     progress: Progress | None = None,
     check_names: bool = True,
+    remember: frozenset[int] = frozenset(),
+    garbage_tail: bool = False,
 ) -> ScanResult:
     """Verify every line from (`start_segment`, `start_offset`) to the end of the ledger.
 
@@ -134,6 +180,14 @@ def scan(
     line's bytes were changed). Raises `E_LEDGER_CORRUPT` when a segment's file name does not
     match the seq it continues at, and when a scan from the start of the ledger finds no
     verified line before a torn tail (not a ledger, or its only line was torn).
+
+    `remember`: seqs whose line hash the result keeps in `hashes` (the lines marks outside the
+    ledger name, `runfold.store.marks`), when the scan verifies them.
+
+    A garbage tail (`garbage_tail_size`: newline-terminated bytes holding no line, after the
+    last valid line of the last segment) is refused with the recovery `runfold repair
+    --quarantine`; with `garbage_tail=True` it is reported like a torn tail instead
+    (`torn_tail_bytes`, and `garbage_tail` set), for the repair to move it.
     """
     result = ScanResult(next_seq=checker.expected_seq, head=checker.head, first_seq=None)
     result.end_segment = start_segment
@@ -153,6 +207,8 @@ def scan(
     skipped = 0
     nbytes = 0
     count = 0
+    wanted = sorted(s for s in remember if s >= start_seq)
+    hashes = result.hashes
     try:
         for si in range(start_segment, len(segments)):
             name_seq, path = segments[si]
@@ -183,7 +239,15 @@ def scan(
                     n_parts = len(parts)
                     while i < n_parts:
                         if sink is None:
-                            k = check_fast(parts, i, versions)
+                            if wanted:  # stop the fast path right after the next remembered line
+                                room = wanted[0] - checker.expected_seq + 1
+                                k = check_fast(parts[: i + room] if room > 0 else parts[:i], i, versions)
+                                while wanted and wanted[0] < checker.expected_seq:
+                                    if wanted[0] == checker.expected_seq - 1:
+                                        hashes[wanted[0]] = checker.head
+                                    wanted.pop(0)
+                            else:
+                                k = check_fast(parts, i, versions)
                             if k:
                                 n = sum(map(len, parts[i : i + k])) + k
                                 pos += n
@@ -199,12 +263,20 @@ def scan(
                         except LineRefused as exc:
                             if count == 0 and si == 0 and pos == 0 and _holds_no_line(segments):
                                 raise _no_line_found(segments, total) from None
+                            if exc.fault is Fault.NOT_A_LINE and last and checker.expected_seq > 0:
+                                size = garbage_tail_size(path, pos)
+                                if size is not None:
+                                    if garbage_tail:
+                                        raise _Torn(pos, size, newline=True) from None
+                                    raise _garbage_refusal(exc, size, pos, path) from None
                             _on_refusal(exc, segments, si, pos, raw, line_no, checker)
                             raise AssertionError("unreachable") from exc
                         n = len(raw)
                         if not known:
                             skipped += 1
                         versions.add(env.v)
+                        if wanted and wanted[0] == env.seq:
+                            hashes[wanted.pop(0)] = checker.head
                         if sink is not None and env.seq >= sink_from:
                             sink(name_seq if name_seq is not None else 0, pos, n, checker.head, env)
                         pos += n + 1
@@ -222,6 +294,8 @@ def scan(
                     if not known:
                         skipped += 1
                     versions.add(env.v)
+                    if wanted and wanted[0] == env.seq:
+                        hashes[wanted.pop(0)] = checker.head
                     if sink is not None and env.seq >= sink_from:
                         sink(name_seq if name_seq is not None else 0, pos, n, checker.head, env)
                     result.end_offset = pos + n
@@ -233,6 +307,7 @@ def scan(
         if count == 0 and start_segment == 0 and start_offset == 0:
             raise _no_line_found(segments, torn.size) from None
         result.torn_tail_bytes = torn.size
+        result.garbage_tail = torn.newline
         result.end_offset = torn.offset
     result.lines = count
     result.bytes = nbytes
@@ -313,7 +388,9 @@ def _no_line_found(segments: SegmentList, size: int) -> RunfoldError:
     )
 
 
-def _no_lines(path: Path, segments: SegmentList, lone: bool) -> RunfoldError:
+def no_lines_error(
+    path: Path, segments: SegmentList, lone: bool, action: str = "verify a ledger"
+) -> RunfoldError:
     """The refusal of a `path` whose segment files hold 0 bytes: no line at all, so not a
     ledger (every ledger starts with line 0). An empty last segment after earlier ones (a
     roll-over just before a crash) is not this case: those earlier lines are verified.
@@ -325,7 +402,7 @@ def _no_lines(path: Path, segments: SegmentList, lone: bool) -> RunfoldError:
     ws = _workspace_of(segments[0][1])
     first_seq = segments[0][0]
     if ws is not None and not lone:
-        then = f"{_redo_init(ws)} (nothing was changed)"
+        then = f"restore the ledger directory from a copy; {_redo_init(ws)} (nothing was changed)"
     elif lone and first_seq:
         then = (
             f"an empty segment named after seq {first_seq} is the newest of a ledger, created at "
@@ -338,7 +415,7 @@ def _no_lines(path: Path, segments: SegmentList, lone: bool) -> RunfoldError:
         )
     return RunfoldError(
         ErrorCode.LEDGER_CORRUPT,
-        f"verify a ledger (found {found}: 0 bytes, no line; a ledger holds at least its line 0)",
+        f"{action} (found {found}: 0 bytes, no line; a ledger holds at least its line 0)",
         str(path),
         then,
     )
@@ -404,6 +481,10 @@ class VerifyReport:
     skipped_unknown: int
     start_note: str = ""
     unterminated: bool = False
+    marks: tuple[Mark, ...] = ()
+    """The marks of the workspace (`runfold.store.marks`) the ledger was found to hold."""
+    anchor: Mark | None = None
+    """The line holding the head the user kept (`verify_path(anchor=...)`), else None."""
 
     @property
     def mb_per_s(self) -> float:
@@ -469,13 +550,18 @@ def resolve_ledger(path: Path) -> tuple[list[tuple[int | None, Path]], bool]:
     )
 
 
-def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
+def verify_path(path: Path, progress: Progress | None = None, anchor: Anchor | None = None) -> VerifyReport:
     """Verify a ledger read-only (DESIGN.md §3 "Verification of a line").
 
     `path` is a workspace dir, a `.runfold` dir, a ledger dir or one segment file. A lone
     segment whose first line is not seq 0 starts the checker at that line's seq and prev, and
     says so in `start_note`; a directory must start at seq 0, like every other reader.
     `progress(done_bytes, total_bytes)` is called once per 4 MiB chunk.
+
+    In a workspace the marks it recorded outside the ledger (`runfold.store.marks`, read before
+    the scan) must name lines the ledger still holds; `anchor` (a head the user kept, from
+    `runfold head`) must be a line of the ledger too. Else `E_LEDGER_CORRUPT` says what was
+    recorded, what was found and what to do (`lost_tail_error`).
 
     Raises `LineRefused` on the first bad line (1-based line number across the whole ledger,
     seq, fault, next step); `E_LEDGER_CORRUPT` for a misnamed segment, a ledger directory
@@ -501,9 +587,25 @@ def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
                 f"this segment starts at seq {env.seq}: the chain was checked from its first line's "
                 "prev, not from seq 0"
             )
+    ws = _workspace_of(segments[0][1]) if not lone else None
+    marks = read_marks(Layout(ws)) if ws is not None else []
+    where = str(segments[0][1].parent)
     if all(os.path.getsize(f) == 0 for _, f in segments):  # torn-only bytes: refused by scan
-        raise _no_lines(Path(path), segments, lone)
-    res = scan(segments, checker, progress=progress, check_names=True)
+        check_marks(marks, 0, {}, where, "verify the ledger")
+        raise no_lines_error(Path(path), segments, lone)
+    wanted = {m.seq for m in marks} | ({anchor.seq} if anchor is not None and anchor.seq is not None else set())
+    found: list[tuple[int, str]] = []
+    sink: Sink | None = None
+    if anchor is not None and anchor.seq is None:
+        prefix = anchor.hash
+
+        def sink(_seg: int, _off: int, _len: int, digest: str, env: Envelope) -> None:
+            if digest.startswith(prefix):
+                found.append((env.seq, digest))
+
+    res = scan(segments, checker, progress=progress, check_names=True, remember=frozenset(wanted), sink=sink)
+    check_marks(marks, res.next_seq, res.hashes, where, "verify the ledger")
+    held = check_anchor(anchor, res.next_seq, res.hashes, found, where) if anchor is not None else None
     return VerifyReport(
         path=str(path),
         lines=res.lines,
@@ -518,4 +620,6 @@ def verify_path(path: Path, progress: Progress | None = None) -> VerifyReport:
         skipped_unknown=res.skipped_unknown,
         start_note=note,
         unterminated=res.unterminated,
+        marks=tuple(marks),
+        anchor=held,
     )
