@@ -54,3 +54,27 @@ def test_kill_9_mid_runs_then_restart(tmp_path: Path) -> None:
         by_seq = {rec.seq: json.loads(rec.raw) for rec in lines}
         assert all(by_seq[line["seq"]] == line for line in seen)  # acknowledged lines survived
     assert not list((root / ".runfold" / "serve" / "queue").glob("*.json"))
+
+
+def test_sigterm_freezes_running_runs_as_cancelled_and_keeps_the_queue(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws")
+    slow = ten_turns(tmp_path / "slow.jsonl", delay_ms=2000)
+    quick = ten_turns(tmp_path / "quick.jsonl")
+    srv = start_server(root, "--max-runs", "1")
+    with srv.client() as c:
+        running = c.post("/runs", json={"task": "slow", "model": f"script:{slow}"}).json()["run"]
+        queued = c.post("/runs", json={"task": "later", "model": f"script:{quick}"}).json()
+        assert queued["state"] == "queued"
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(timeout=120) == 0
+    assert not (root / ".runfold" / "serve" / "serve.json").exists()
+    with Workspace.open(root) as ws:
+        status = {s.run: (s.status, s.cause) for s in ws.run_summaries()}
+    assert status[running] == ("cancelled", None)  # frozen by the stop, not by a resume
+    assert queued["run"] not in status
+    srv = start_server(root)
+    try:
+        with srv.client() as c:
+            assert wait_state(c, queued["run"], ("done",), timeout=120)["turns"] == 10
+    finally:
+        srv.stop()

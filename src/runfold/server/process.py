@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,31 @@ def bind(host: str, port: int) -> socket.socket:
         ) from None
 
 
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server whose SIGINT/SIGTERM stop it gracefully and end `serve` normally
+        (uvicorn itself re-raises the signal after its shutdown, so the process would die of it
+        before the owner froze its runs)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            loop = asyncio.get_running_loop()
+            installed = []
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(sig, self.handle_exit, sig, None)
+                    installed.append(sig)
+            try:
+                yield
+            finally:
+                for sig in installed:
+                    loop.remove_signal_handler(sig)
+
+    return Server
+
+
 async def serve(
     ws_root: Path,
     opts: ServeOptions,
@@ -105,6 +131,8 @@ async def serve(
     import uvicorn
 
     from runfold.server.app import build_app
+
+    _Server = _server_class()
 
     token, tfile = choose_token(ws_root, opts)
     owner = RunOwner(HostedWorkspace(ws_root), max_runs=opts.max_runs)
@@ -123,7 +151,7 @@ async def serve(
             timeout_graceful_shutdown=5,
             timeout_keep_alive=KEEP_ALIVE_S,
         )
-        server = uvicorn.Server(config)
+        server = _Server(config)
         write_info(ws_root, ServeInfo(os.getpid(), url, opts.host, port, str(tfile) if tfile else None, now_ms()))
         for run, why in owner.dropped:
             announce(f"queued run {run} not run again: {why}")
