@@ -79,8 +79,12 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
     if "def shout" in script:
         assert "done 2 2/2 requests byte-exact" in proc.stdout
     if "runfold why" in script:
-        assert "calibrated: 137‰ tokens per byte over 3 billed calls" in proc.stdout
+        assert "calibrated: 133‰ tokens per byte over 3 billed calls" in proc.stdout
         assert "sent at seq 9" in proc.stdout and proc.stdout.endswith("\n9\n")
+    if "sandbox-session.jsonl" in script:
+        assert "1 replaced DEPLOY_TOKEN in tool_result.result.stdout" in proc.stdout
+        assert "nothing was written outside the room" in proc.stdout
+        assert "the token is not on the ledger" in proc.stdout
     if "outcome.json" in script:
         assert '"completion":"done"' in (tmp_path / "outcome.json").read_text()
 

@@ -7,6 +7,7 @@ import pytest
 
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.runtime.config import parse_config
+from runfold.tools.sandbox import ExecSettings
 
 
 def test_provider_counts_below_one_are_refused_naming_the_key() -> None:
@@ -15,3 +16,18 @@ def test_provider_counts_below_one_are_refused_naming_the_key() -> None:
             parse_config({"providers": {"anthropic": {key: value}}})
         assert err.value.code is ErrorCode.CONFIG_INVALID
         assert f"providers.anthropic.{key}" in err.value.action
+
+
+def test_tools_exec_settings_are_checked() -> None:
+    assert parse_config({}).exec == ExecSettings(sandbox="bwrap", network=False)
+    got = parse_config({"tools": {"exec": {"sandbox": "none", "network": True}}}).exec
+    assert got == ExecSettings(sandbox="none", network=True)
+    for bad, key in (
+        ({"tools": {"exec": {"sandbox": "off"}}}, "tools.exec.sandbox"),
+        ({"tools": {"exec": {"network": "yes"}}}, "tools.exec.network"),
+        ({"tools": {"exec": {"netwrok": True}}}, "tools.exec.netwrok"),
+        ({"tools": {"shell": {}}}, "tools.shell"),
+    ):
+        with pytest.raises(RunfoldError) as info:
+            parse_config(bad)
+        assert info.value.code is ErrorCode.CONFIG_INVALID and key in info.value.action

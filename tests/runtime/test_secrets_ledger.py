@@ -92,6 +92,15 @@ def test_secrets_printed_pasted_or_replied_never_reach_the_ledger(
     assert b"[secret:MYSQL_PWD]" in raw
     report = ws.replay(out.run_id)
     assert report.ok, report.summary()  # the requests sent held the redacted text: replay is exact
+    # a successor whose new task holds a secret: said after its run_forked, replay exact
+    nxt = asyncio.run(
+        ws.acontinue(out.run_id, f"now use {ISSUE_ENV['APP_SECRET']}", model=ScriptedProvider.of([script[-1]]))
+    )
+    assert nxt.completion == "done", nxt.reason
+    kinds = [r.kind_name for r in ws.records(run=nxt.run_id)]
+    assert kinds[:3] == ["run_started", "run_forked", "secret_captured"], kinds
+    assert ISSUE_ENV["APP_SECRET"].encode() not in _ledger_bytes(root)
+    assert ws.replay(nxt.run_id).ok
     ws.close()
 
 

@@ -88,9 +88,8 @@ def secret_values(env: Mapping[str, str], extra: Mapping[str, str] = {}) -> dict
     provider's key), each at least MIN_SECRET_CHARS long. The first name seen for a value wins."""
     out: dict[str, str] = {}
     for name, value in [*extra.items(), *env.items()]:
-        if not is_secret(name, value):
-            if name not in extra:
-                continue
+        if name not in extra and not is_secret(name, value):
+            continue
         for candidate in (value, *(m.group(1) for m in CREDENTIAL_URL.finditer(value))):
             if len(candidate) >= MIN_SECRET_CHARS:
                 out.setdefault(candidate, name)
@@ -173,12 +172,6 @@ class Redactor:
         if isinstance(value, list):
             return [self.redact(v, where, found) for v in value]
         return value
-
-    def might_hold(self, blob: str) -> bool:
-        """A quick test on any text (a line's JSON): False when no secret can be in it."""
-        if self._exact is not None and self._exact.search(blob):
-            return True
-        return "://" in blob or any(p.search(blob) for _, p in KEY_SHAPES)
 
 
 def redactor_for(env: Mapping[str, str], keys: Iterable[tuple[str, str]] = ()) -> Redactor:

@@ -131,6 +131,7 @@ class RunLoop:
         self._recorded_tools: BytesRef | None = None
         self.stall = StallGuard()
         self.redactor = inputs.redactor or run_redactor(self.provider)
+        self._captured: SecretCaptured | None = None
         self._steer: str | None = None
         self._tool_ids: set[str] = set()
         self._held_delivered = False
@@ -185,7 +186,9 @@ class RunLoop:
             except Exception as exc:  # a caller's callback must not tear the run's history
                 self._callback_error = exc
                 self.on_event = None
-        if after is not None:
+        if after is not None and inherits:  # a fork's run_started: run_forked comes first
+            self._captured = after
+        elif after is not None:
             self._write(after, who=RUNTIME)
         return rec
 
@@ -307,6 +310,8 @@ class RunLoop:
         self.addr = started.addr
         self._write(started.data, who=started.who, inherits=True)
         self._write(forked.data, who=forked.who)
+        if self._captured is not None:  # secrets in the new task: said after run_forked
+            self._write(self._captured, who=RUNTIME)
 
     async def _turns(self) -> Stop:
         """The turns, steps 1–7 of `run`, until one gives the run's stop."""

@@ -115,7 +115,7 @@ def bwrap_argv(
     ledger = workspace / ledger_dir
     if ledger.is_dir() and not ledger.is_symlink():
         argv += ["--ro-bind", str(ledger), str(ledger)]  # never writable, even inside the room
-    shared = hard_linked_files(room)
+    shared = hard_linked_files(room, ledger)
     if len(shared) > MAX_SHARED_FILES:
         raise sandbox_refused(
             f"the room holds {len(shared)} files with other hard links (at most {MAX_SHARED_FILES} "
@@ -128,11 +128,14 @@ def bwrap_argv(
     return argv
 
 
-def hard_linked_files(room: Path) -> list[str]:
-    """The regular files under `room` (symlinks not followed) with more than one hard link: their
-    other names may lie outside the room, so the sandbox mounts them read-only."""
+def hard_linked_files(room: Path, skip: Path | None = None) -> list[str]:
+    """The regular files under `room` (symlinks not followed; the directory `skip` left out) with
+    more than one hard link: their other names may lie outside the room, so the sandbox mounts
+    them read-only."""
     found: list[str] = []
-    for dirpath, _dirs, files in os.walk(room, followlinks=False):
+    for dirpath, dirs, files in os.walk(room, followlinks=False):
+        if skip is not None:  # the ledger directory is read-only as a whole already
+            dirs[:] = [d for d in dirs if os.path.join(dirpath, d) != str(skip)]
         for name in files:
             path = os.path.join(dirpath, name)
             try:
