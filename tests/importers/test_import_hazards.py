@@ -76,7 +76,7 @@ def test_claude_code_rows_re_appended_by_a_compaction_are_kept_once() -> None:
     """Naive: every line is new — rows a second compaction re-appends with their original uuids
     would repeat replies (and a tool_use id, which providers refuse)."""
     rows = _rows(HELLO)
-    again = rows + [dict(rows[2]), dict(rows[3])]
+    again = [*rows, dict(rows[2]), dict(rows[3])]
     plan = _plan(_dump(again), "claude-code")
     assert sum(isinstance(e, Reply) for e in plan.sessions[0].events) == 4
     assert ("line 10", "re-appended copy of line 3 (same uuid)") in plan.skipped
@@ -85,11 +85,27 @@ def test_claude_code_rows_re_appended_by_a_compaction_are_kept_once() -> None:
 def test_claude_code_compact_summary_is_the_runtimes_not_the_persons() -> None:
     """Naive: an `isCompactSummary` user line is the person's words."""
     rows = _rows(HELLO)
-    boundary = {"type": "system", "subtype": "compact_boundary", "uuid": "b-1", "parentUuid": None,
-                "logicalParentUuid": rows[-1]["uuid"], "sessionId": rows[1]["sessionId"], "content": "Conversation compacted"}
-    summary = {"type": "user", "uuid": "s-1", "parentUuid": "b-1", "isCompactSummary": True, "sessionId": rows[1]["sessionId"],
-               "message": {"role": "user", "content": "This session is being continued from a previous conversation."}}
-    (session,) = _plan(_dump(rows + [boundary, summary]), "claude-code").sessions
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "uuid": "b-1",
+        "parentUuid": None,
+        "logicalParentUuid": rows[-1]["uuid"],
+        "sessionId": rows[1]["sessionId"],
+        "content": "Conversation compacted",
+    }
+    summary = {
+        "type": "user",
+        "uuid": "s-1",
+        "parentUuid": "b-1",
+        "isCompactSummary": True,
+        "sessionId": rows[1]["sessionId"],
+        "message": {
+            "role": "user",
+            "content": "This session is being continued from a previous conversation.",
+        },
+    }
+    (session,) = _plan(_dump([*rows, boundary, summary]), "claude-code").sessions
     last = session.events[-1]
     assert isinstance(last, Text) and last.speaker == "runtime"
     assert sum(isinstance(e, Reply) for e in session.events) == 4  # the history before it is kept
@@ -102,15 +118,63 @@ def _codex(lines: list[dict]) -> bytes:  # type: ignore[type-arg]
 CODEX = [
     {"type": "session_meta", "payload": {"id": "s1", "cli_version": "0.77.0", "forked_from_id": "s0"}},
     {"type": "turn_context", "payload": {"model": "gpt-5.2-codex"}},
-    {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>cwd</environment_context>"}]}},
-    {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]}},
+    {
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "<environment_context>cwd</environment_context>"}],
+        },
+    },
+    {
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "list files"}],
+        },
+    },
     {"type": "event_msg", "payload": {"type": "user_message", "message": "list files"}},
-    {"type": "response_item", "payload": {"type": "reasoning", "summary": [{"type": "summary_text", "text": "I should run ls"}], "encrypted_content": "gAAA"}},
-    {"type": "response_item", "payload": {"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "call_1"}},
-    {"type": "event_msg", "payload": {"type": "token_count", "info": {"total_token_usage": {"input_tokens": 900, "cached_input_tokens": 100, "output_tokens": 50}, "last_token_usage": {"input_tokens": 300, "cached_input_tokens": 100, "output_tokens": 20}}}},
-    {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"}},
+    {
+        "type": "response_item",
+        "payload": {
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "I should run ls"}],
+            "encrypted_content": "gAAA",
+        },
+    },
+    {
+        "type": "response_item",
+        "payload": {
+            "type": "function_call",
+            "name": "shell",
+            "arguments": '{"command":["ls"]}',
+            "call_id": "call_1",
+        },
+    },
+    {
+        "type": "event_msg",
+        "payload": {
+            "type": "token_count",
+            "info": {
+                "total_token_usage": {"input_tokens": 900, "cached_input_tokens": 100, "output_tokens": 50},
+                "last_token_usage": {"input_tokens": 300, "cached_input_tokens": 100, "output_tokens": 20},
+            },
+        },
+    },
+    {
+        "type": "response_item",
+        "payload": {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"},
+    },
     {"type": "event_msg", "payload": {"type": "agent_message", "message": "There is one file."}},
-    {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "There is one file."}]}},
+    {
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "There is one file."}],
+        },
+    },
 ]
 
 
@@ -135,15 +199,20 @@ def test_codex_reasoning_stays_with_its_reply_and_injected_text_is_runtime() -> 
     first = next(e for e in session.events if isinstance(e, Reply))
     assert [b["kind"] for b in first.blocks] == ["thinking", "tool_use"]
     texts = [e for e in session.events if isinstance(e, Text)]
-    assert [(t.speaker, t.text) for t in texts] == [("runtime", "<environment_context>cwd</environment_context>"), ("person", "list files")]
+    assert [(t.speaker, t.text) for t in texts] == [
+        ("runtime", "<environment_context>cwd</environment_context>"),
+        ("person", "list files"),
+    ]
     assert session.facts["forked_from_id"] == "s0"
 
 
 def test_codex_older_layout_reads_the_same() -> None:
     """Naive: require `{timestamp, type, payload}` on every line (the older layout has bare items)."""
-    old = [{"id": "s1", "timestamp": "2025-05-01T00:00:00Z", "instructions": None},
-           {"record_type": "state"},
-           *[x["payload"] for x in CODEX if x["type"] == "response_item"]]
+    old = [
+        {"id": "s1", "timestamp": "2025-05-01T00:00:00Z", "instructions": None},
+        {"record_type": "state"},
+        *[x["payload"] for x in CODEX if x["type"] == "response_item"],
+    ]
     (session,) = _plan(_dump(old), "codex").sessions
     assert sum(isinstance(e, Reply) for e in session.events) == 2
     assert sum(isinstance(e, Result) for e in session.events) == 1
@@ -163,12 +232,20 @@ def test_openai_chat_ids_reused_in_a_later_turn_are_rekeyed_for_anthropic(tmp_pa
 
 def test_openai_chat_tool_calls_with_null_content_are_tool_only_replies() -> None:
     """Naive: `content: null` becomes an empty text block (providers refuse empty text)."""
-    raw = json.dumps([
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
-        {"role": "assistant", "content": "done"},
-    ]).encode()
+    raw = json.dumps(
+        [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": "done"},
+        ]
+    ).encode()
     (session,) = _plan(raw, "openai-chat").sessions
     first = next(e for e in session.events if isinstance(e, Reply))
     assert [b["kind"] for b in first.blocks] == ["tool_use"]
@@ -179,8 +256,13 @@ def test_swe_agent_uses_history_not_the_last_steps_query() -> None:
     history processors elided older observations there."""
     traj = json.loads((FIXTURES / "swe-agent-function-calling-simple.traj").read_text())
     history = traj["history"]
-    elided = [dict(m, content="Old environment output: (5 lines omitted)") if m["role"] == "tool" else m for m in history[:6]]
-    traj["trajectory"] = [{"action": "submit", "query": elided, "observation": "", "response": "", "thought": ""}]
+    elided = [
+        dict(m, content="Old environment output: (5 lines omitted)") if m["role"] == "tool" else m
+        for m in history[:6]
+    ]
+    traj["trajectory"] = [
+        {"action": "submit", "query": elided, "observation": "", "response": "", "thought": ""}
+    ]
     traj["info"] = {"swe_agent_version": "1.1.0"}
     (session,) = _plan(json.dumps(traj).encode(), "swe-agent", "x.traj").sessions
     results = [e for e in session.events if isinstance(e, Result)]
@@ -189,9 +271,11 @@ def test_swe_agent_uses_history_not_the_last_steps_query() -> None:
 
 def test_swe_agent_tool_call_ids_list_answers_the_call() -> None:
     """Naive: read `tool_call_id` (absent here: SWE-agent writes a `tool_call_ids` list)."""
-    (session,) = _plan((FIXTURES / "swe-agent-function-calling-simple.traj").read_bytes(), "swe-agent", "x.traj").sessions
+    (session,) = _plan(
+        (FIXTURES / "swe-agent-function-calling-simple.traj").read_bytes(), "swe-agent", "x.traj"
+    ).sessions
     results = [e for e in session.events if isinstance(e, Result)]
-    assert [r.call_id for r in results][0] == "call_PbWErNIge3YTrli3fiVvmIid"
+    assert next(r.call_id for r in results) == "call_PbWErNIge3YTrli3fiVvmIid"
 
 
 def test_openhands_cause_pairs_and_parallel_calls_share_one_reply(tmp_path: Path) -> None:
