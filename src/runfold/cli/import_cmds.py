@@ -110,10 +110,8 @@ def import_cmd(
             markup=False,
         )
     if report.skipped:
-        con.print(
-            f"  {report.skipped} source positions carried nothing the model saw (listed in each map)",
-            markup=False,
-        )
+        what = "position carries" if report.skipped == 1 else "positions carry"
+        con.print(f"  {report.skipped} source {what} nothing the model saw (listed in the map)", markup=False)
     first = short[report.runs[0].run]
     con.print(
         f"next: runfold conversation {first}{where} · runfold verify{where} · "
