@@ -33,7 +33,9 @@ def source_counts(name: str) -> list[dict[str, int]]:
         payloads = [i["payload"] for i in items if i.get("type") == "response_item"]
         return [
             {
-                "replies": sum(1 for p in payloads if p.get("type") == "message" and p.get("role") == "assistant"),
+                "replies": sum(
+                    1 for p in payloads if p.get("type") == "message" and p.get("role") == "assistant"
+                ),
                 "calls": sum(1 for p in payloads if p.get("type") == "function_call"),
                 "results": sum(1 for p in payloads if p.get("type") == "function_call_output"),
             }
@@ -41,7 +43,9 @@ def source_counts(name: str) -> list[dict[str, int]]:
     if name.startswith("openhands"):
         events = json.loads(path.read_text())
         tool_actions = {e["id"] for e in events if "action" in e and "tool_call_metadata" in e}
-        responses = {e["tool_call_metadata"]["model_response"]["id"] for e in events if e.get("id") in tool_actions}
+        responses = {
+            e["tool_call_metadata"]["model_response"]["id"] for e in events if e.get("id") in tool_actions
+        }
         answered = sum(1 for e in events if "observation" in e and e.get("cause") in tool_actions)
         return [{"replies": len(responses), "calls": len(tool_actions), "results": answered}]
     data = json.loads(path.read_text())

@@ -92,7 +92,10 @@ def import_cmd(
     con = out_console()
     how = f"detected as {report.format}" if report.detected else f"as {report.format}"
     runs = "1 run" if len(report.runs) == 1 else f"{len(report.runs)} runs"
-    con.print(f"imported {report.source} ({how}, {report.bytes} bytes, b3 {report.hash[:12]}…): {runs}", markup=False)
+    con.print(
+        f"imported {report.source} ({how}, {report.bytes} bytes, b3 {report.hash[:12]}…): {runs}",
+        markup=False,
+    )
     short = short_run_ids([r.run for r in report.runs])
     for r in report.runs:
         extra = []
@@ -107,7 +110,8 @@ def import_cmd(
             markup=False,
         )
     if report.skipped:
-        con.print(f"  {report.skipped} source positions carried nothing the model saw (listed in each map)", markup=False)
+        what = "position carries" if report.skipped == 1 else "positions carry"
+        con.print(f"  {report.skipped} source {what} nothing the model saw (listed in the map)", markup=False)
     first = short[report.runs[0].run]
     con.print(
         f"next: runfold conversation {first}{where} · runfold verify{where} · "

@@ -61,9 +61,9 @@ def detect(data: bytes, source: str) -> str:
         if fmt.detect(data):
             return fmt.name
     raise invalid_args(
-        f"detect the session format of {source}",
+        f"detect the session format of {source} (no known format matches its start)",
         source,
-        "name the format: runfold import FORMAT FILE",
+        f"name the format: runfold import FORMAT FILE, FORMAT one of {', '.join(FORMATS)}",
         FORMATS,
     )
 
@@ -78,7 +78,10 @@ def read_plan(
     chosen = next((f for f in _REGISTRY if f.name == name), None)
     if chosen is None:
         raise invalid_args(
-            f"import {source} as {fmt}", "the format", "use one of the formats listed", (AUTO, *FORMATS)
+            f"import {source} as {fmt} (an unknown format)",
+            "the format",
+            f"name one of: {', '.join((AUTO, *FORMATS))}",
+            (AUTO, *FORMATS),
         )
     if name == claude_code.FORMAT:
         return claude_code.parse(data, source, companions)

@@ -44,9 +44,10 @@ NO_OPENING = "Continue the imported session below."
 
 @dataclass(frozen=True)
 class ImportedRun:
-    """One run an import wrote: its id, the source `session` key, its seqs, and the counts a
-    reader checks against the source (`messages` user + assistant turns as the source holds
-    them is not recomputed here: these count lines)."""
+    """One run an import wrote: its id, the source `session` key, its first and last seq, the
+    counts of its lines (`replies` model_returned, `calls` tool calls the source answered or
+    not, `results` answers the source holds, `lost` calls closed as E_TOOL_OUTCOME_UNKNOWN,
+    `rekeyed` call ids renamed because the session used them before) and its `map` locator."""
 
     run: str
     session: str

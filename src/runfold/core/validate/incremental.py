@@ -234,7 +234,9 @@ class IncrementalValidator:
             return
         report = Report(self.dialect)
         call_word, result_word = _CALL_WORDS[self.dialect]
-        check_pairing(report, calls, results, call_word=call_word, result_word=result_word)
+        check_pairing(
+            report, calls, results, call_word=call_word, result_word=result_word, reuse=self.dialect == OPENAI_CHAT
+        )
         if not report.violations:
             self._pairing.pop(call_id, None)
             return

@@ -2,7 +2,9 @@
 
 Tool calls live in an assistant message's `tool_calls` and are answered by `tool` messages that
 follow it directly, one per id; a `tool` message must answer a call of the assistant message
-before it (DESIGN.md §8). Chat does not need user/assistant alternation, so none is demanded;
+before it (DESIGN.md §8). An id may be used again by a later assistant message (recorded
+trajectories do this and the API accepts it); within one message, and within one run of tool
+messages, an id is still used once. Chat does not need user/assistant alternation, so none is demanded;
 empty text is runfold's own refusal (the conversation never holds it).
 """
 
@@ -56,7 +58,7 @@ def validate(body: Any) -> list[Violation]:
     for i in range(len(messages)):
         calls.extend(calls_at(messages, roles, i))
         results.extend(results_at(messages, roles, i))
-    check_pairing(report, calls, results, call_word="tool call", result_word="tool message")
+    check_pairing(report, calls, results, call_word="tool call", result_word="tool message", reuse=True)
     return report.sorted()
 
 

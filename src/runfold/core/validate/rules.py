@@ -266,31 +266,36 @@ def check_pairing(
     *,
     call_word: str,
     result_word: str,
+    reuse: bool = False,
 ) -> None:
     """Check calls and results pair up in both directions (DESIGN §8).
 
-    - a second call with an id already used → `tool-call-id-unique`;
+    - a second call with an id already used → `tool-call-id-unique` (with `reuse`: only when
+      the same message made both; a later turn may use the id again, as Chat Completions accepts,
+      and a result then answers the latest call of that id before it);
     - a result with no call anywhere, or standing before its call → `tool-result-has-call`;
     - a result outside its call's answer zone → `wave-answered-together`;
     - a second result for one call → `tool-call-id-unique`;
     - a call with no result at all → `tool-call-answered`.
     """
-    first: dict[str, Call] = {}
+    made: dict[str, list[Call]] = {}
+    accepted: list[Call] = []
     for call in calls:
-        if call.call_id in first:
-            prior = first[call.call_id]
+        prior = made.get(call.call_id)
+        if prior and (not reuse or prior[-1].index == call.index):
             report.add(
                 call.index,
                 "tool-call-id-unique",
                 call.path,
-                f"{call_word} id {call.call_id!r} is already used by the call at {prior.path}",
+                f"{call_word} id {call.call_id!r} is already used by the call at {prior[-1 if reuse else 0].path}",
             )
             continue
-        first[call.call_id] = call
-    answered: dict[str, Result] = {}
+        made.setdefault(call.call_id, []).append(call)
+        accepted.append(call)
+    answered: dict[tuple[str, int], Result] = {}
     for res in results:
-        found = first.get(res.call_id)
-        if found is None:
+        same = made.get(res.call_id)
+        if not same:
             report.add(
                 res.index,
                 "tool-result-has-call",
@@ -298,24 +303,26 @@ def check_pairing(
                 f"{result_word} for {res.call_id!r} answers no {call_word} in this request",
             )
             continue
-        call = found
-        if res.index <= call.index:
+        before = [c for c in same if c.index < res.index]
+        if not before:
             report.add(
                 res.index,
                 "tool-result-has-call",
                 res.path,
-                f"{result_word} for {res.call_id!r} stands before its {call_word} at {call.path}",
+                f"{result_word} for {res.call_id!r} stands before its {call_word} at {same[0].path}",
             )
             continue
-        if res.call_id in answered:
+        call = before[-1]
+        key = (call.call_id, call.index)
+        if key in answered:
             report.add(
                 res.index,
                 "tool-call-id-unique",
                 res.path,
-                f"{call_word} {res.call_id!r} is answered a second time (first at {answered[res.call_id].path})",
+                f"{call_word} {res.call_id!r} is answered a second time (first at {answered[key].path})",
             )
             continue
-        answered[res.call_id] = res
+        answered[key] = res
         if res.index not in call.zone:
             lo, hi = (call.zone[0], call.zone[-1]) if call.zone else (call.index + 1, call.index + 1)
             expected = f"message {lo}" if lo == hi else f"messages {lo}..{hi}"
@@ -326,13 +333,13 @@ def check_pairing(
                 f"{result_word} for {res.call_id!r} (called in message {call.index}) stands in message "
                 f"{res.index}, not with the rest of its wave in {expected}",
             )
-    for call_id, call in first.items():
-        if call_id not in answered:
+    for call in accepted:
+        if (call.call_id, call.index) not in answered:
             report.add(
                 call.index,
                 "tool-call-answered",
                 call.path,
-                f"{call_word} {call_id!r} has no {result_word} right after message {call.index}",
+                f"{call_word} {call.call_id!r} has no {result_word} right after message {call.index}",
             )
 
 
