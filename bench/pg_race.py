@@ -3,7 +3,8 @@ gap or a fork in the chain.
 
 Each trial starts two writer processes (each with its own connection) on one workspace; each
 waits for the writer lease, appends batches of lines tagged with its name, and closes. One of
-the two, picked at random, is killed with SIGKILL at a random moment. After every trial the whole
+the two, picked at random, is killed with SIGKILL within 40 ms of the first one taking the
+lease: the holder mid-append, or the one waiting for it. After every trial the whole
 chain is verified from the server (no gap, no fork, no bad line) and the trial's lines are read in
 seq order: the writers' tags must form at most one block each (two appenders at once would
 interleave them).
@@ -60,10 +61,30 @@ def _worker(ws: str, tag: str, run: str) -> None:
             time.sleep(0.002)
 
 
+def _first_holder(procs: dict[str, subprocess.Popen[bytes]]) -> str:
+    """The tag of the worker that says it holds the lease first (waits up to 120 s)."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    for tag, p in procs.items():
+        assert p.stdout is not None
+        sel.register(p.stdout, selectors.EVENT_READ, tag)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for key, _ in sel.select(timeout=1):
+                if key.fileobj.readline().strip() == b"holding":  # type: ignore[union-attr]
+                    return str(key.data)
+        raise RuntimeError("no writer took the lease within 120 s")
+    finally:
+        sel.close()
+
+
 def race(dsn: str, trials: int, seed: int = 1, progress: bool = False) -> dict[str, int]:
     """Run `trials` races on a fresh workspace of the server at `dsn`; returns counts:
-    trials, kills, lines, both_appended (trials whose lines interleave two writers),
-    chain_faults (verifications that failed)."""
+    trials, kills, holder_kills (kills of the writer holding the lease, mid-append), lines,
+    both_appended (trials whose lines interleave two writers), chain_faults (verifications
+    that failed)."""
     sys.path.insert(0, str(SRC))
     from runfold.api import Workspace
     from runfold.core.errors import RunfoldError
@@ -74,30 +95,33 @@ def race(dsn: str, trials: int, seed: int = 1, progress: bool = False) -> dict[s
     Workspace.init(root / "ws", url).close()
     ws = root / "ws"
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    out = {"trials": 0, "kills": 0, "lines": 0, "both_appended": 0, "chain_faults": 0}
+    out = {"trials": 0, "kills": 0, "holder_kills": 0, "lines": 0, "both_appended": 0, "chain_faults": 0}
     for trial in range(trials):
         runs = {tag: str(uuid.uuid4()) for tag in ("A", "B")}
         procs = {
             tag: subprocess.Popen(
                 [sys.executable, __file__, "--worker", str(ws), f"{trial}{tag}", run],
                 env=env,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )
             for tag, run in runs.items()
         }
-        victim = rng.choice(sorted(procs))
-        time.sleep(rng.uniform(0.2, 0.8))  # the interpreters start; one may already append
+        holder = _first_holder(procs)
+        victim = rng.choice(sorted(procs))  # the holder mid-append, or the one waiting for it
+        time.sleep(rng.uniform(0.0, 0.04))
         procs[victim].send_signal(signal.SIGKILL)
         out["kills"] += 1
+        out["holder_kills"] += victim == holder
         for tag, p in procs.items():
             p.wait(timeout=180)
             if tag != victim and p.returncode != 0:
                 assert p.stderr is not None
                 raise RuntimeError(f"writer {trial}{tag} failed: {p.stderr.read().decode()[-2000:]}")
         for p in procs.values():
-            assert p.stderr is not None
+            assert p.stderr is not None and p.stdout is not None
             p.stderr.close()
+            p.stdout.close()
         try:
             report = Workspace.open(ws).verify()
         except RunfoldError:
@@ -146,7 +170,8 @@ def main() -> None:
         print(json.dumps({**result, "seconds": round(seconds, 1)}))
         return
     print(
-        f"{result['trials']} trials, {result['kills']} kills, {result['lines']} lines in the chain, "
+        f"{result['trials']} trials, {result['kills']} kills ({result['holder_kills']} of the writer "
+        f"holding the lease, mid-append), {result['lines']} lines in the chain, "
         f"{seconds:.0f} s"
     )
     print(f"trials with two appenders: {result['both_appended']}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import json
 import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -285,12 +286,14 @@ class Workspace(WorkspaceRuns):
 
         return None if self._bare else find_server(self._root)
 
-    def migrate(self, to: str | None = None, to_file: Path | None = None) -> MigrateReport:
+    def migrate(self, to: str | None = None, to_file: Path | None = None, *, use: bool = False) -> MigrateReport:
         """Copy this ledger byte for byte into another store (DESIGN.md §3): `to` a
         `postgresql://…?workspace=NAME` URL (its workspace must hold no line; one transaction),
         or `to_file` a directory that becomes a workspace with a file ledger (its config is this
         one's without `store`; CAS objects are copied). The source is left as it is; the heads
-        match when this returns. Give exactly one of the two.
+        match when this returns. Give exactly one of the two. `use` (with `to`, on a workspace)
+        then points this workspace's settings at the store (`store = "…"` at the head of
+        `.runfold/config.toml`); its file ledger stays as it was, a copy.
 
         Raises `E_INVALID_ARGS` for both or neither target, a target holding lines or an empty
         source; `E_CONFIG_INVALID` for a bad URL or a missing `postgres` extra; `E_LEDGER_HELD`,
@@ -299,6 +302,8 @@ class Workspace(WorkspaceRuns):
         from runfold.store.ledger import SEGMENT_BYTES
         from runfold.store.migrate import copy_cas, migrate_to_files, migrate_to_store
 
+        if use and to is None:
+            raise invalid_args("migrate the ledger", "--use", "give --use together with --to URL")
         if (to is None) == (to_file is None):
             raise invalid_args(
                 "migrate the ledger",
@@ -309,7 +314,12 @@ class Workspace(WorkspaceRuns):
         if to is not None:
             url = parse_store_url(to, "--to")
             local = self._root if not self._bare else self._root.parent
-            return migrate_to_store(source, str(self._root), url, local)
+            report = migrate_to_store(source, str(self._root), url, local)
+            if use:
+                self._writable("switch the store", "a bare ledger has no settings; `runfold init` a workspace")
+                self.close()
+                _use_store(self._root, to)
+            return report
         assert to_file is not None
         dest = to_file.absolute()
         report = migrate_to_files(source, str(self._root), dest, SEGMENT_BYTES)
@@ -544,19 +554,33 @@ class Workspace(WorkspaceRuns):
         return conversation_view(fold, dialect, Cas(self._root if not self._bare else self._root.parent))
 
 
+def _use_store(root: Path, url: str) -> None:
+    """Point workspace `root`'s settings at the store `url`: its top-level `store` line
+    replaced, or one added at the head of `.runfold/config.toml`."""
+    path = Layout(root).root / "config.toml"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    line = "store = " + json.dumps(url, ensure_ascii=False) + "\n"
+    path.write_text(line + _without_store(text), encoding="utf-8")
+
+
+def _without_store(text: str) -> str:
+    """TOML `text` without its top-level `store = …` line (a `store` key inside a table stays)."""
+    kept: list[str] = []
+    top = True
+    for line in text.splitlines(keepends=True):
+        top = top and not line.lstrip().startswith("[")
+        if not (top and line.split("=", 1)[0].strip() == "store"):
+            kept.append(line)
+    return "".join(kept)
+
+
 def _copy_settings(src: Path, dest: Path) -> None:
     """Give workspace `dest` the settings file of `src` without its top-level `store` line (the
     file ledger needs none), unless `dest` has one already."""
     source, target = Layout(src).root / "config.toml", Layout(dest).root / "config.toml"
     if target.exists() or not source.exists():
         return
-    kept: list[str] = []
-    top = True
-    for line in source.read_text(encoding="utf-8").splitlines(keepends=True):
-        top = top and not line.lstrip().startswith("[")
-        if not (top and line.lstrip().startswith("store") and line.split("=", 1)[0].strip() == "store"):
-            kept.append(line)
-    target.write_text("".join(kept), encoding="utf-8")
+    target.write_text(_without_store(source.read_text(encoding="utf-8")), encoding="utf-8")
 
 
 def _shared_prefix(run: str, key: str) -> int:

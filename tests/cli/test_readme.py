@@ -39,7 +39,7 @@ def test_readme_has_marked_examples() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(marked_blocks())))
-def test_readme_example_runs(index: int, tmp_path: Path) -> None:
+def test_readme_example_runs(index: int, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     block = marked_blocks()[index]
     script = "\n".join(line for line in block.splitlines() if not _SETUP.search(line))
     shutil.copytree(REPO / "examples", tmp_path / "examples")
@@ -51,6 +51,10 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
             "NO_COLOR": "1",
         }
     )
+    if "--store" in script:  # a block using PostgreSQL gets a fresh workspace on the test server
+        from pg_support import workspace_url
+
+        env["STORE"] = workspace_url(request.getfixturevalue("postgres"))
     proc = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script],
         cwd=tmp_path,
@@ -85,6 +89,8 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
         assert "1 replaced DEPLOY_TOKEN in tool_result.result.stdout" in proc.stdout
         assert "nothing was written outside the room" in proc.stdout
         assert "the token is not on the ledger" in proc.stdout
+    if "--store" in script:
+        assert "ok: 3/3 requests byte-exact" in proc.stdout and "head:" in proc.stdout
     if "outcome.json" in script:
         assert '"completion":"done"' in (tmp_path / "outcome.json").read_text()
 

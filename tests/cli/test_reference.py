@@ -15,6 +15,7 @@ from pathlib import Path
 from cogapp import Cog
 from test_readme import _SETUP, LOCAL_MARK, MARK, README, REPO, fenced_sh_blocks, marked_blocks
 
+from pg_support import workspace_url
 from runfold.cli.reference import command_names, help_text
 
 CLI_DOC = REPO / "docs" / "cli.md"
@@ -42,7 +43,7 @@ def test_every_shell_example_in_the_readme_is_executed() -> None:
     assert re.search(r"^" + re.escape(MARK) + r"\n```sh\ncd \"\$\(mktemp -d\)\"", text, re.M)
 
 
-def test_the_readme_examples_leave_nothing_in_the_clone(tmp_path: Path) -> None:
+def test_the_readme_examples_leave_nothing_in_the_clone(tmp_path: Path, postgres: str) -> None:
     """Run one after the other in one shell from a clone, as a reader pastes them."""
     clone = tmp_path / "clone"
     shutil.copytree(REPO / "examples", clone / "examples")
@@ -51,6 +52,7 @@ def test_the_readme_examples_leave_nothing_in_the_clone(tmp_path: Path) -> None:
     )
     env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
     env.update({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", "TMPDIR": str(tmp_path)})
+    env["STORE"] = workspace_url(postgres)  # the PostgreSQL example's server
     proc = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=600
     )

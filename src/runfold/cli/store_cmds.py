@@ -46,18 +46,26 @@ def migrate_cmd(
             metavar="DIR",
         ),
     ] = None,
+    use: Annotated[
+        bool,
+        typer.Option(
+            "--use",
+            help='With --to: then point the workspace at the store (`store = "URL"` at the head of '
+            "its .runfold/config.toml); its file ledger stays as a copy.",
+        ),
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """Copy a ledger into another store, byte for byte: the heads match.
 
     Every line is verified while it is read and written unchanged, in one transaction for
     PostgreSQL, so a failed copy leaves the target empty. A target that already holds lines is
-    refused (a migration never merges histories). The source is left as it is; to switch a
-    workspace to the copy, put `store = "URL"` at the top of its .runfold/config.toml.
+    refused (a migration never merges histories). The source is left as it is; --use then
+    switches the workspace to the store.
 
     \b
     Examples:
-      runfold migrate --to 'postgresql://runfold@db.internal/runfold?workspace=evals'
+      runfold migrate --to 'postgresql://runfold@db.internal/runfold?workspace=evals' --use
       runfold migrate --to-file ./evals-files
       runfold migrate examples/sprawling-golden-p0.jsonl --to-file ./imported
     """
@@ -65,7 +73,7 @@ def migrate_cmd(
 
     as_json = want_json(ctx, json)
     with Workspace.open(path) as ws:
-        report = ws.migrate(to=to, to_file=to_file)
+        report = ws.migrate(to=to, to_file=to_file, use=use)
     if as_json:
         echo_json(
             {
@@ -76,6 +84,7 @@ def migrate_cmd(
                 "bytes": report.bytes,
                 "head": report.head,
                 "seconds": report.seconds,
+                "using": use,
             }
         )
         return
@@ -86,8 +95,13 @@ def migrate_cmd(
         markup=False,
     )
     con.print(f"head: {report.head} (the source's)", markup=False)
-    if to is not None:
-        con.print(f'use it: put store = "{to}" at the top of .runfold/config.toml', markup=False)
+    if use:
+        con.print("the workspace now uses the store (its file ledger stays as a copy)", markup=False)
+    elif to is not None:
+        con.print(
+            'to use it: rerun with --use, or put store = "URL" at the head of .runfold/config.toml',
+            markup=False,
+        )
 
 
 def register(app: typer.Typer) -> None:
