@@ -101,7 +101,7 @@ class WorkspaceRuns:
         `E_LEDGER_HELD` when another process writes the workspace, `E_STORAGE_FATAL` when the
         bytes cannot be copied (nothing is cut), `E_INVALID_ARGS` on a read-only workspace."""
         from runfold.store.backend import store_setting
-        from runfold.store.layout import Layout, list_segments
+        from runfold.store.layout import Layout
         from runfold.store.ledger import Ledger
         from runfold.store.tail import find_garbage_tail
 
@@ -114,7 +114,7 @@ class WorkspaceRuns:
             )
         self.close()
         if not quarantine:
-            return RepairReport(find_garbage_tail(list_segments(Layout(self._root).ledger_dir)), None)
+            return RepairReport(find_garbage_tail(Layout(self._root)), None)
         ledger = Ledger.open(self._root, writer=True, quarantine_tail=True)
         try:
             written = ledger.log_truncated

@@ -66,7 +66,7 @@ def _refused_everywhere(ws: Path, tmp_path: Path, phrase: str) -> None:
     ledger byte and no mark."""
     before = _snapshot(ws)
     spec = _script(tmp_path / "again.jsonl", DONE)
-    for args in (("verify",), ("resume",), ("run", "again", "--model", spec)):
+    for args in (("verify",), ("resume",), ("repair", "--quarantine"), ("run", "again", "--model", spec)):
         out = run_cli(*args, cwd=ws, process=True)
         assert out.code == 1, (args, out.out, out.err)
         assert out.err.startswith("E_LEDGER_CORRUPT: cannot ") and phrase in out.err, (args, out.err)
@@ -121,9 +121,16 @@ def test_zeroing_the_only_segment_is_refused_by_run(tmp_path: Path) -> None:
     seg = _segments(ws)[0]
     seg.write_bytes(b"")
     _refused_everywhere(ws, tmp_path, "holds no line, but the head mark (.runfold/head-mark.json) recorded seq 12")
-    # with the marks gone as well, run refuses 0 bytes as verify does: no new chain at line 0
+
+
+def test_run_refuses_an_empty_only_segment_as_verify_does(tmp_path: Path) -> None:
+    """Without marks (a workspace made before them, or its marks gone too), run refuses 0 bytes
+    as verify and resume do: it starts no new chain at line 0."""
+    ws = _finished(tmp_path)
+    seg = _segments(ws)[0]
+    seg.write_bytes(b"")
     for name in ("head-mark.json", "resume-mark.json"):
-        (ws / ".runfold" / name).unlink()
+        (ws / ".runfold" / name).unlink(missing_ok=True)
     out = run_cli("run", "again", "--model", _script(tmp_path / "a.jsonl", DONE), cwd=ws, process=True)
     assert out.code == 1 and "E_LEDGER_CORRUPT" in out.err and "0 bytes, no line" in out.err, out.err
     assert seg.read_bytes() == b""
@@ -155,7 +162,7 @@ def test_head_and_verify_head_keep_an_anchor_outside_the_workspace(tmp_path: Pat
     seg = _segments(ws)[-1]
     seg.write_bytes(b"\n".join(seg.read_bytes().split(b"\n")[:-2]) + b"\n")
     for name in ("head-mark.json", "resume-mark.json"):
-        (ws / ".runfold" / name).unlink()
+        (ws / ".runfold" / name).unlink(missing_ok=True)
     assert run_cli("verify", cwd=ws, process=True).code == 0
     for kept in (anchor, digest):
         bad = run_cli("verify", "--head", kept, cwd=ws, process=True)

@@ -19,8 +19,9 @@ import blake3
 from runfold.core.chain import LineChecker
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.store.durable import fsync_dir, replace_durably
-from runfold.store.layout import Layout
-from runfold.store.verify import SegmentList, scan
+from runfold.store.layout import Layout, list_segments
+from runfold.store.marks import check_marks, read_marks
+from runfold.store.verify import check_segment_dir, no_lines_error, scan
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,21 @@ class GarbageTail:
     newline: bool
 
 
-def find_garbage_tail(segments: SegmentList) -> GarbageTail | None:
-    """Verify the ledger of `segments` read-only and return the bytes after its last valid line
+def find_garbage_tail(layout: Layout) -> GarbageTail | None:
+    """Verify the workspace's ledger read-only and return the bytes after its last valid line
     that are no ledger line (a torn append or a garbage tail), or None when there are none.
-    Raises what `scan` raises for any other damage (a repair moves only a tail)."""
-    res = scan(segments, LineChecker(), garbage_tail=True)
+    Raises what `scan` raises for any other damage (a repair moves only a tail), and
+    `E_LEDGER_CORRUPT` when the ledger holds no segment, only empty ones, or not the lines its
+    marks name (`runfold.store.marks`: a lost tail is restored from a copy, never repaired)."""
+    action = "look for bytes to repair"
+    marks = read_marks(layout)
+    segments = list_segments(layout.ledger_dir)
+    check_segment_dir(segments, layout.ledger_dir, action)
+    if all(os.path.getsize(p) == 0 for _, p in segments):
+        check_marks(marks, 0, {}, str(layout.ledger_dir), action)
+        raise no_lines_error(layout.ledger_dir, segments, False, action)
+    res = scan(segments, LineChecker(), garbage_tail=True, remember=frozenset(m.seq for m in marks))
+    check_marks(marks, res.next_seq, res.hashes, str(layout.ledger_dir), action)
     if not res.torn_tail_bytes:
         return None
     return GarbageTail(
