@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -490,9 +491,9 @@ class Ledger:
                 self._after_stale(attempt, seq)
         raise AssertionError("unreachable")
 
-    def run_records(self, run: str, limit: int | None = None) -> list[Record]:
-        """The verified lines of `run` in seq order ([] when the run has none); with `limit`,
-        only its first `limit` lines are read.
+    def run_records(self, run: str, limit: int | None = None, since: int = 0) -> list[Record]:
+        """The verified lines of `run` in seq order ([] when the run has none), from seq `since`
+        on; with `limit`, only the first `limit` of those are read.
 
         Cost is proportional to the lines returned (index lookup plus one read per line). Raises
         `LineRefused` when the ledger was changed on disk.
@@ -501,6 +502,7 @@ class Ledger:
         for attempt in (0, 1):
             try:
                 entries = self._index.run_entries(run)
+                entries = entries[bisect_left(entries, since, key=lambda e: e.seq) :] if since else entries
                 if limit is not None:
                     entries = entries[:limit]
                 self._prefetch(entries)
