@@ -435,15 +435,19 @@ class Workspace(WorkspaceRuns):
         return fold_api.RunSummaries(workspace_pricing(self.settings().prices))
 
     def readable_lines(self) -> Iterator[Record]:
-        """Every line from the ledger's start that verifies, in seq order, read straight from
-        the segment files (no index, no lock): on a damaged ledger it yields the lines before the
-        first bad one, then raises that line's `LineRefused` (its `line_no`, `seq`, fault and
-        next step), with the bad line's bytes (at most 64 KiB) in `refusal.raw`. A torn tail
-        (bytes after the last newline that are no line) ends it without an error. For browsing
-        a ledger `verify` refuses, up to the bad line; never writes."""
+        """Every line before the first one `verify` refuses, in seq order, read straight from the
+        segment files (no index, no lock); then, on a damaged ledger, raises the verifier's
+        `LineRefused` (its `line_no`, `seq`, fault and next step) with the bad line's bytes (at
+        most 64 KiB) in `refusal.raw`. For browsing a ledger `verify` refuses, up to the bad line
+        (a torn tail is no line and ends it quietly). Two passes over the ledger; never writes."""
         from runfold.core.chain import LineChecker, LineRefused
         from runfold.store.verify import resolve_ledger
 
+        refusal: LineRefused | None = None
+        try:
+            good = self.verify().lines
+        except LineRefused as exc:
+            refusal, good = exc, exc.line_no - 1
         segments, _lone = resolve_ledger(self._root)
         checker = LineChecker()
         line_no = 0
@@ -451,16 +455,17 @@ class Workspace(WorkspaceRuns):
             checker.where = str(path)
             with open(path, "rb") as f:
                 for raw_nl in f:
-                    raw = raw_nl[:-1] if raw_nl.endswith(b"\n") else raw_nl
                     line_no += 1
-                    try:
-                        env, _known = checker.check(raw, line_no)
-                    except LineRefused as refusal:
-                        if not raw_nl.endswith(b"\n") and not f.read(1) and path == segments[-1][1]:
-                            return  # a torn tail: no line, cut by the next writer
-                        refusal.raw = raw[:65536]  # type: ignore[attr-defined]
-                        raise
+                    raw = raw_nl.removesuffix(b"\n")
+                    if line_no > good:
+                        if refusal is not None:
+                            refusal.raw = raw[:65536]  # type: ignore[attr-defined]
+                            raise refusal
+                        return
+                    env, _known = checker.check(raw, line_no)
                     yield Record(env, raw, checker.head)
+        if refusal is not None:
+            raise refusal
 
     def run_tree(self) -> list[fold_api.TreeNode]:
         """The runs arranged by fork, delegation and successor lineage (roots first)."""

@@ -28,6 +28,8 @@ PALETTE = (
 )
 TOKEN_KEYS = ("input", "cache_read", "cache_write", "output")
 _TOKEN_COLOURS = dict(zip(TOKEN_KEYS, PALETTE, strict=False))
+_USAGE_STYLE = "<style>.axis{font:11px sans-serif;fill:#66707a}.cost{fill:#d62728}</style>"
+"""The usage chart is its own SVG document (an `img`): it carries its own style."""
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,14 @@ def colour(i: int) -> str:
 
 def usage_svg(turns: Sequence[Turn], width: int = 900, height: int = 220) -> Markup:
     """Stacked bars of each turn's tokens (input, cache read, cache write, output) with its cost
-    as dots on a second scale; an empty run gives a one-line note."""
+    as dots on a second scale; a run with no reply gives a one-line note (still an SVG)."""
     if not turns:
-        return Markup('<p class="note">no model replies yet</p>')
+        return Markup(
+            f'<svg class="chart usage" role="img" viewBox="0 0 {width} 40" width="100%" '
+            'xmlns="http://www.w3.org/2000/svg" aria-label="no model replies yet">'
+            f"{_USAGE_STYLE}"
+            '<text x="8" y="24" class="axis">no model replies yet</text></svg>'
+        )
     pad_l, pad_b, pad_t = 56, 28, 14
     plot_w, plot_h = width - pad_l - 60, height - pad_b - pad_t
     totals = [sum((t.tokens or {}).get(k, 0) for k in TOKEN_KEYS) for t in turns]
@@ -60,7 +67,7 @@ def usage_svg(turns: Sequence[Turn], width: int = 900, height: int = 220) -> Mar
     bar_w = max(step * 0.7, 1.0)
     parts = [
         f'<svg class="chart usage" role="img" viewBox="0 0 {width} {height}" width="100%" '
-        f'xmlns="http://www.w3.org/2000/svg" aria-label="tokens and cost per turn">',
+        f'xmlns="http://www.w3.org/2000/svg" aria-label="tokens and cost per turn">{_USAGE_STYLE}',
         f'<text x="4" y="{pad_t + 8}" class="axis">{top:,}</text>',
         f'<text x="4" y="{pad_t + plot_h}" class="axis">0</text>',
         f'<text x="{width - 56}" y="{pad_t + 8}" class="axis">${top_cost / 1e6:.4f}</text>',
