@@ -166,7 +166,7 @@ def _slow_script(path: Path) -> Path:
                 {"kind": "tool_use", "id": "c1", "name": "list_dir", "input": "{}"},
             ],
             "stop": "tool_use",
-            "delay_ms": 15_000,
+            "delay_ms": 30_000,
         },
         {"content": [{"kind": "text", "text": "done"}], "stop": "end_turn"},
     ]
@@ -180,22 +180,22 @@ def test_a_steer_from_the_page_lands_in_a_live_run(
     root = tmp_path / "live"
     Workspace.init(root)
     script = _slow_script(tmp_path / "slow.jsonl")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runfold", "run", "look around", "--model", f"script:{script}", "-w", str(root)],
-        cwd=root,
-        env=env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while not (Workspace.open(root).runs() and kinds_at(root, Workspace.open(root).latest_run(), "model_called")):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the run never called its model"
-            time.sleep(0.1)
-        run = Workspace.open(root).latest_run()
-        with view_server(root) as url:
+    with view_server(root) as url:  # up first: the run's slow reply leaves time to steer
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runfold", "run", "look around", "--model", f"script:{script}", "-w", str(root)],
+            cwd=root,
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while not (Workspace.open(root).runs() and kinds_at(root, Workspace.open(root).latest_run(), "model_called")):
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "the run never called its model"
+                time.sleep(0.1)
+            run = Workspace.open(root).latest_run()
             page = _page(browser)
             page.goto(f"{url}/runs/{run}")
             assert page.inner_text("#run-status") == "running"
@@ -210,12 +210,12 @@ def test_a_steer_from_the_page_lands_in_a_live_run(
             assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))
             page.screenshot(path=str(shots / "live.png"), full_page=True)
             page.close()
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, out + err
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, out + err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     with Workspace.open(root) as w:
         steers = [r.env.data for r in w.records(run=run, kind="steer_received")]
         assert seqs == [r.seq for r in w.records(run=run)]

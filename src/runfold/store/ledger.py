@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -501,10 +500,7 @@ class Ledger:
         entries: list[Entry] = []
         for attempt in (0, 1):
             try:
-                entries = self._index.run_entries(run)
-                entries = entries[bisect_left(entries, since, key=lambda e: e.seq) :] if since else entries
-                if limit is not None:
-                    entries = entries[:limit]
+                entries = self._index.run_entries(run, since, limit)
                 self._prefetch(entries)
                 out = [self._read_entry(e) for e in entries if e.seq < self._next_seq]
                 if any(r.env.run != run for r in out):  # an index renumbered under this reader

@@ -124,17 +124,17 @@ def add_routes(router: APIRouter, site: Site) -> None:
     ) -> Response:
         kinds = frozenset(k for k in (kind or []) if k)
         with viewer.open() as ws:
-            summaries, damage = viewer.summaries(ws)
+            folded = viewer.warm_summaries(ws)
+            summaries, damage = folded if folded is not None else ([], None)
             rid = _resolve(ws, run, summaries)
             summary = next((s for s in summaries if s.run == rid), None)
+            if folded is None:  # a large ledger not folded yet: this run's own first lines
+                summary = viewer.run_head(ws, rid)
+                summaries = _ancestors(viewer, ws, summary)
             if seq is not None:
-                if summary is None or not summary.first_seq <= seq <= summary.last_seq:
-                    held = f"seq {summary.first_seq}..{summary.last_seq}" if summary else "no lines"
-                    raise invalid_args(
-                        f"jump to seq {seq}", f"run {rid}", f"this run holds lines at {held}; give a seq in that range"
-                    )
+                _check_seq(ws, rid, seq, summary if folded is not None else None)
                 after = seq - 1
-            names = viewer.names(summaries)
+            names = viewer.names(summaries) if summaries else {}
             page = viewer.timeline(ws, rid, kinds=kinds, text=q, after=after, limit=LINES_PER_PAGE, names=names)
         up, down = lineage_of(summaries, rid)
         return site.render(
@@ -146,6 +146,7 @@ def add_routes(router: APIRouter, site: Site) -> None:
             status_text=status_text,
             up=up,
             down=down,
+            folded=folded is not None,
             names=names,
             page=page,
             kinds=sorted(KNOWN_KIND_NAMES),
@@ -199,6 +200,42 @@ def add_routes(router: APIRouter, site: Site) -> None:
         if name not in STATIC:
             return Response("no such file", status_code=404, media_type="text/plain")
         return FileResponse(HERE / "static" / name, media_type=STATIC[name])
+
+
+def _check_seq(ws: object, rid: str, seq: int, summary: fold_api.RunSummary | None) -> None:
+    """Refuse a seq that is no line of the run, naming the run's range (or where it starts)."""
+    from runfold.api import Workspace
+
+    assert isinstance(ws, Workspace)
+    if summary is not None:
+        if summary.first_seq <= seq <= summary.last_seq:
+            return
+        held = f"lines at seq {summary.first_seq}..{summary.last_seq}"
+    else:
+        at = ws.records(run=rid, since=max(seq, 0), limit=1) if seq >= 0 else []
+        if at and at[0].seq == seq:
+            return
+        first = ws.records(run=rid, limit=1)
+        held = f"lines from seq {first[0].seq}" if first else "no lines"
+        if at:
+            held += f"; the next after seq {seq} is seq {at[0].seq}"
+    raise invalid_args(f"jump to seq {seq}", f"run {rid}", f"this run holds {held}; give a seq in that range")
+
+
+def _ancestors(viewer: object, ws: object, head: fold_api.RunSummary) -> list[fold_api.RunSummary]:
+    """`head` and the runs it came from, read from each one's first lines."""
+    from runfold.api import Workspace
+    from runfold.web.viewer import Viewer
+
+    assert isinstance(viewer, Viewer) and isinstance(ws, Workspace)
+    out = [head]
+    seen = {head.run}
+    cur = head
+    while cur.origin is not None and cur.origin not in seen and len(out) < 64:
+        seen.add(cur.origin)
+        cur = viewer.run_head(ws, cur.origin)
+        out.append(cur)
+    return out
 
 
 def _resolve(ws: object, run: str, summaries: list[fold_api.RunSummary]) -> str:

@@ -29,6 +29,9 @@ SCAN_LINES = 20_000
 a search through a very long run is paged too."""
 
 _CHUNK = 2_000
+WARM_GAP = 50_000
+"""Lines the kept run-summary fold may lag behind the ledger's end and still be read on a page
+that needs one run only (feeding that many takes well under a second)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class Viewer:
         self._folder: fold_api.RunSummaries | None = None
         self._verify = VerifyState()
         self._verify_thread: threading.Thread | None = None
+        self._warming: threading.Thread | None = None
 
     @contextmanager
     def open(self) -> Iterator[Workspace]:
@@ -143,6 +147,37 @@ class Viewer:
         except LineRefused as refusal:
             damage = Damage.of(refusal)
         return folder.summaries(), damage
+
+    def warm_summaries(self, ws: Workspace) -> tuple[list[fold_api.RunSummary], Damage | None] | None:
+        """`summaries` when the fold has already read the ledger to within `WARM_GAP` lines of
+        its end (cheap: a small ledger always is); else None, and the fold is started in the background, so a page that
+        only needs one run does not wait for a whole large ledger to be folded."""
+        folder = self._folder
+        done = folder.next_seq if folder is not None else 0
+        if done + WARM_GAP >= ws.seq_range().stop:
+            return self.summaries(ws)
+        with self._lock:
+            busy = self._warming is not None and self._warming.is_alive()
+            if not busy:
+                self._warming = threading.Thread(target=self._warm, daemon=True)
+                self._warming.start()
+        return None
+
+    def _warm(self) -> None:
+        try:
+            with self.open() as ws:
+                self.summaries(ws)
+        except Exception:  # a page that needs the fold shows the error itself
+            return
+
+    def run_head(self, ws: Workspace, run: str) -> fold_api.RunSummary:
+        """What the first lines of `run` say of it (task, model, lineage): its summary before
+        the whole ledger is folded (status, turns and cost are not known from them)."""
+        folder = fold_api.RunSummaries()
+        for rec in ws.records(run=run, limit=2):
+            folder.feed(rec)
+        found = folder.summaries()
+        return found[0] if found else fold_api.RunSummary(run=run, first_seq=-1, last_seq=-1)
 
     @staticmethod
     def names(summaries: Sequence[fold_api.RunSummary]) -> dict[str, str]:
