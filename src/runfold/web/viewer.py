@@ -114,6 +114,8 @@ class Viewer:
         self._verify = VerifyState()
         self._verify_thread: threading.Thread | None = None
         self._warming: threading.Thread | None = None
+        self._warm_lock = threading.Lock()
+        self._verify_lock = threading.Lock()
 
     @contextmanager
     def open(self) -> Iterator[Workspace]:
@@ -156,7 +158,7 @@ class Viewer:
         done = folder.next_seq if folder is not None else 0
         if done + WARM_GAP >= ws.seq_range().stop:
             return self.summaries(ws)
-        with self._lock:
+        with self._warm_lock:  # not `_lock`: the fold holds that while it reads the ledger
             busy = self._warming is not None and self._warming.is_alive()
             if not busy:
                 self._warming = threading.Thread(target=self._warm, daemon=True)
@@ -271,7 +273,7 @@ class Viewer:
             if not is_damage(exc):
                 raise
             end = -2
-        with self._lock:
+        with self._verify_lock:
             busy = self._verify_thread is not None and self._verify_thread.is_alive()
             if not busy and self._verify.next_seq != end:
                 self._verify = VerifyState(next_seq=end)
@@ -299,7 +301,7 @@ class Viewer:
         except Exception as exc:  # shown on the page, never raised into the server
             state.state, state.error = "bad", str(exc)
         state.seconds = time.perf_counter() - started
-        with self._lock:
+        with self._verify_lock:
             self._verify = state
 
 
