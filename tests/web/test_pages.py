@@ -216,3 +216,30 @@ def test_a_fork_while_another_process_holds_the_ledger_names_runfold_serve(tmp_p
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_continue_from_the_page_runs_a_successor_the_cli_lists(tmp_path: Path) -> None:
+    from web_support import REPO, runfold
+
+    root = tmp_path / "ws"
+    run = garden(root)
+    guard = Guard()
+    client = _client(root, guard)
+    got = client.post(
+        f"/runs/{run}/continue",
+        data={"model": f"script:{REPO / 'examples' / 'garden-continue.jsonl'}", "csrf": guard.csrf},
+    )
+    assert got.status_code == 200, got.text
+    assert "continuing" in got.text  # `runfold continue` runs as its own process: watch the ledger
+    listed: list[dict[str, object]] = []
+    import json
+    import time
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        listed = json.loads(runfold(root, "runs", "--json").stdout)
+        if len(listed) == 2 and listed[1]["status"] != "running":
+            break
+        time.sleep(0.5)
+    assert [(r["relation"], r["predecessor"]) for r in listed[1:]] == [("successor", run)], listed
+    assert listed[1]["status"] == "done"

@@ -82,8 +82,11 @@ def add_routes(router: APIRouter, site: Site) -> None:
 
     @router.get("/runs/{run}/tail", name="run_tail")
     async def run_tail(request: Request, run: str, since: int | None = None) -> Response:
-        with viewer.open() as ws:
-            rid = ws.resolve_run(run)
+        try:
+            with viewer.open() as ws:
+                rid = ws.resolve_run(run)
+        except Exception as exc:
+            return site.error(request, exc)
         return sse(request, rid, _start(request, since))
 
     # ---- actions -------------------------------------------------------------------------
