@@ -49,6 +49,14 @@ def test_overview_then_a_run_then_a_seq_shows_that_requests_bytes(
     assert row.count() == 1
     assert "done" in row.inner_text()
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
+    missing = page.goto(f"{url}/runs/{run[:8]}ffff")
+    assert missing is not None and missing.status == 404
+    assert page.locator(f"#nearby a[href$='{run}']").count() == 1  # the nearest run, linked
+    page.screenshot(path=str(shots / "not-found.png"), full_page=True)
+    page.goto(url + "/verify")
+    assert "ledger verified" in page.inner_text("#verify")
+    page.screenshot(path=str(shots / "verify.png"), full_page=True)
+    page.goto(url + "/")
 
     row.locator("a.run-link").click()
     page.wait_for_selector("#timeline")
