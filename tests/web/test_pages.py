@@ -243,3 +243,13 @@ def test_continue_from_the_page_runs_a_successor_the_cli_lists(tmp_path: Path) -
         time.sleep(0.5)
     assert [(r["relation"], r["predecessor"]) for r in listed[1:]] == [("successor", run)], listed
     assert listed[1]["status"] == "done"
+
+
+def test_a_loopback_server_answers_only_to_its_own_host_names(ws: tuple[Path, str]) -> None:
+    root, _run = ws
+    guard = Guard(hosts=frozenset({"127.0.0.1", "localhost", "::1"}))
+    assert _client(root, guard).get("/").status_code == 200
+    for name in ("localhost:8765", "[::1]:8765"):
+        assert _client(root, guard).get("/", headers={"Host": name}).status_code == 200
+    rebound = _client(root, guard).get("/", headers={"Host": "attacker.example:8765"})
+    assert rebound.status_code == 421 and "Host" in rebound.text

@@ -60,7 +60,7 @@ def view_cmd(
         raise invalid_args(
             "serve the page", str(ws.root), "`runfold view` serves a workspace; `runfold init` one or give -w DIR"
         )
-    guard = Guard()
+    guard = Guard(hosts=frozenset({"127.0.0.1", "localhost", "::1", host.strip("[]").lower()}))
     if not is_loopback(host):
         import secrets
 

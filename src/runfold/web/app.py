@@ -82,6 +82,13 @@ class _Gate:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
+        if not self.guard.host_ok(request):
+            await PlainTextResponse(
+                "this server answers only to its own address (the Host header names another): open it by "
+                "the URL `runfold view` printed",
+                status_code=421,
+            )(scope, receive, send)
+            return
         if request.url.path == "/login" or self.guard.allowed(request):
             await self.app(scope, receive, send)
             return

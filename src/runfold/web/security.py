@@ -57,6 +57,17 @@ class Guard:
     token: str | None = None
     login_code: str | None = None
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    hosts: frozenset[str] | None = None
+    """The host names a request's `Host` may give (None: any). A loopback server sets them, so a
+    page of another site cannot read it through a name that resolves to 127.0.0.1 (DNS rebinding)."""
+
+    def host_ok(self, request: Request) -> bool:
+        """True when the request's `Host` (without its port) is one of `hosts`, or none are set."""
+        if self.hosts is None:
+            return True
+        host = request.headers.get("host", "")
+        name = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+        return name.lower() in self.hosts
 
     def allowed(self, request: Request) -> bool:
         """True when `request` carries the access token (or none is asked)."""
