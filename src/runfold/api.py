@@ -417,8 +417,8 @@ class Workspace(WorkspaceRuns):
         ledger = self._ledger()
         source: Iterable[Record]
         if run is not None:
-            first = limit if kinds is None and since is None else None  # read only what is kept
-            source = ledger.run_records(self.resolve_run(run), first)
+            first = limit if kinds is None else None  # read only what is kept
+            source = ledger.run_records(self.resolve_run(run), first, since or 0)
         elif since is not None and since >= ledger.next_seq:
             source = ()  # past the tail: nothing yet (a filter, not an address)
         else:
@@ -521,15 +521,21 @@ class Workspace(WorkspaceRuns):
             raise fold_api.not_in_lineage(lin, at, ledger.next_seq - 1)
         return fold_api.raw_prefix([ledger.record_at(s) for s in range(at + 1)], at)
 
-    def run_summaries(self) -> list[fold_api.RunSummary]:
+    def run_summaries(self, into: fold_api.RunSummaries | None = None) -> list[fold_api.RunSummary]:
         """One summary per run (status, model, turns, tokens, cost, lineage), by first seq; costs
         priced as `cost` prices them. A run without `run_frozen` while no live process holds the
         writer lock reads `died` (its process is gone; the next writer freezes it; a lone segment
-        file has no lock, so its runs stay `running`), a fork never run `not_started`. Raises `E_CONFIG_INVALID` for a bad price table."""
-        from runfold.runtime.cost import workspace_pricing
+        file has no lock, so its runs stay `running`), a fork never run `not_started`. Raises `E_CONFIG_INVALID` for a bad price table.
 
-        pricing = workspace_pricing(self.settings().prices)
-        summaries = fold_api.run_summaries(self._ledger().records(), pricing)
+        `into` (from `summary_folder()`) keeps the fold between calls: only the lines written
+        since it was last fed are read (a viewer following a growing ledger)."""
+
+        acc = into if into is not None else self.summary_folder()
+        ledger = self._ledger()
+        if acc.next_seq < ledger.next_seq:
+            for rec in ledger.records(since=acc.next_seq):
+                acc.feed(rec)
+        summaries = acc.summaries()
         if (
             not self._bare  # a lone segment has no lock to read: its runs stay `running`
             and any(s.status == "running" for s in summaries)
@@ -537,6 +543,46 @@ class Workspace(WorkspaceRuns):
         ):
             fold_api.owner_gone(summaries)
         return summaries
+
+    def summary_folder(self) -> fold_api.RunSummaries:
+        """An empty run-summary fold priced as `cost` prices (for `run_summaries(into=...)`).
+        Raises `E_CONFIG_INVALID` for a bad price table."""
+        from runfold.runtime.cost import workspace_pricing
+
+        return fold_api.RunSummaries(workspace_pricing(self.settings().prices))
+
+    def readable_lines(self) -> Iterator[Record]:
+        """Every line before the first one `verify` refuses, in seq order, read straight from the
+        segment files (no index, no lock); then, on a damaged ledger, raises the verifier's
+        `LineRefused` (its `line_no`, `seq`, fault and next step) with the bad line's bytes (at
+        most 64 KiB) in `refusal.raw`. For browsing a ledger `verify` refuses, up to the bad line
+        (a torn tail is no line and ends it quietly). Two passes over the ledger; never writes."""
+        from runfold.core.chain import LineChecker, LineRefused
+        from runfold.store.verify import resolve_ledger
+
+        refusal: LineRefused | None = None
+        try:
+            good = self.verify().lines
+        except LineRefused as exc:
+            refusal, good = exc, exc.line_no - 1
+        segments, _lone = resolve_ledger(self._root)
+        checker = LineChecker()
+        line_no = 0
+        for _first, path in segments:
+            checker.where = str(path)
+            with open(path, "rb") as f:
+                for raw_nl in f:
+                    line_no += 1
+                    raw = raw_nl.removesuffix(b"\n")
+                    if line_no > good:
+                        if refusal is not None:
+                            refusal.raw = raw[:65536]  # type: ignore[attr-defined]
+                            raise refusal
+                        return
+                    env, _known = checker.check(raw, line_no)
+                    yield Record(env, raw, checker.head)
+        if refusal is not None:
+            raise refusal
 
     def run_tree(self) -> list[fold_api.TreeNode]:
         """The runs arranged by fork, delegation and successor lineage (roots first)."""

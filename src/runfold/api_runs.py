@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from runfold.runtime.control import ControlHub, ControlReceipt
     from runfold.runtime.cost import CostReport
     from runfold.runtime.executor import RetryPolicy, RunOutcome
-    from runfold.runtime.replay import ReplayReport
+    from runfold.runtime.replay import ReplayReport, SentRequest
     from runfold.runtime.resume import ResumeReport
     from runfold.runtime.spec import RunHooks, RunSpec
     from runfold.runtime.window_view import WindowView
@@ -449,6 +449,32 @@ class WorkspaceRuns:
         root = self._root if not self._bare else self._root.parent
         cas = Cas(root)
         return replay_run(fold_api.lineage_lines(ledger.run_records, rid), rid, cas.get_locator)
+
+    def sent_request(self, run: str, seq: int) -> SentRequest:
+        """The exact body the `model_called` at `seq` of `run` (id or prefix) sent, rebuilt from
+        the ledger and the CAS as `replay` rebuilds it, with the recorded and rebuilt BLAKE3
+        (`runfold.runtime.replay.SentRequest`). Never calls a model, never writes. Raises
+        `E_INVALID_ARGS` when `seq` is no `model_called` of the run with a recorded hash and a
+        stored prefix (nearby: the run's model calls), and like `replay` otherwise."""
+        from runfold.core.kinds import Kind
+        from runfold.runtime.replay import sent_request
+
+        rid = self.resolve_run(run)
+        lines = fold_api.lineage_lines(self._ledger().run_records, rid)
+        root = self._root if not self._bare else self._root.parent
+        found = sent_request(lines, rid, seq, Cas(root).get_locator)
+        if found is None:
+            calls = [r.seq for r in lines.get(rid, ()) if r.known and r.kind is Kind.MODEL_CALLED]
+            shown = ", ".join(map(str, calls[:12])) + (" …" if len(calls) > 12 else "")
+            raise invalid_args(
+                f"rebuild the request sent at seq {seq}",
+                f"run {rid}",
+                f"seq {seq} is not a model call of this run that can be rebuilt; its model calls are at seq {shown}"
+                if calls
+                else "the run made no model call",
+                nearby=tuple(str(c) for c in calls[:12]),
+            )
+        return found
 
     def context(self, run: str, at: int | None = None) -> WindowView:
         """The window of `run` (id or prefix) at the last safe cut point ≤ `at`, region by region

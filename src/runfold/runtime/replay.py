@@ -213,6 +213,41 @@ def replay_run(lines_by_run: Mapping[str, Sequence[Record]], run: str, load: Loa
     return ReplayReport(run, requests, exact, first, tuple(skipped), tuple(invalid), tuple(hashes))
 
 
+@dataclass(frozen=True)
+class SentRequest:
+    """One request of a run rebuilt as it was sent: the `model_called` line's `seq`, the
+    `dialect`, the exact `body` bytes, the BLAKE3 the line `recorded` and the one of the `body`
+    (`rebuilt`), the byte count the line recorded, and where a stored prefix disagrees."""
+
+    seq: int
+    dialect: str
+    body: bytes
+    recorded: str
+    rebuilt: str
+    recorded_bytes: int
+    problem: str | None
+
+    @property
+    def exact(self) -> bool:
+        """True when the rebuilt bytes hash to the recorded hash (replay's check)."""
+        return self.rebuilt == self.recorded
+
+
+def sent_request(
+    lines_by_run: Mapping[str, Sequence[Record]], run: str, seq: int, load: LoadCas
+) -> SentRequest | None:
+    """The request the `model_called` at `seq` of `run` sent, rebuilt as `replay_run` does;
+    None when `seq` is no checkable `model_called` of the run. Raises like `replay_run`."""
+    for req in rebuilt_requests(lines_by_run, run, load):
+        if req.seq > seq:
+            break
+        if req.seq == seq:
+            body = request_bytes(render_request(req.dialect, req.spec).body)
+            called = req.called.request
+            return SentRequest(seq, req.dialect, body, called.hash, content_hash(body), called.bytes, req.problem)
+    return None
+
+
 def check_offloaded(rec: Record, load: LoadCas, action: str) -> None:
     """Read back (and so re-verify) the CAS object a `result_offloaded` line names. Raises
     `E_STORAGE_FATAL` naming the locator when it is missing (`core.offload.missing_offload`),

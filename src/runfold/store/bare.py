@@ -76,8 +76,9 @@ class BareLedger:
     def records(self, since: int = 0) -> Iterator[Record]:
         return iter(self._records[max(since - self.first_seq, 0) :])
 
-    def run_records(self, run: str, limit: int | None = None) -> list[Record]:
-        return list(self._by_run.get(run, [])[:limit])
+    def run_records(self, run: str, limit: int | None = None, since: int = 0) -> list[Record]:
+        lines = self._by_run.get(run, [])
+        return [r for r in lines if r.seq >= since][:limit] if since else list(lines[:limit])
 
     def record_at(self, seq: int) -> Record:
         return self._records[seq - self.first_seq]

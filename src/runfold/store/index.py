@@ -169,9 +169,9 @@ class Index:
         `sqlite3.DatabaseError` for a damaged file (answer: `rebuild`)."""
         return self.file().entry(seq)
 
-    def run_entries(self, run: str) -> list[Entry]:
-        """The rows of `run` in seq order; errors as `entry`."""
-        return self.file().run_entries(run)
+    def run_entries(self, run: str, since: int = 0, limit: int | None = None) -> list[Entry]:
+        """The rows of `run` in seq order from seq `since`, at most `limit`; errors as `entry`."""
+        return self.file().run_entries(run, since, limit)
 
     def runs(self) -> list[str]:
         """Every run id in order of first appearance, without the workspace (nil) run."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from array import array
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate, count
 from pathlib import Path
@@ -499,9 +500,10 @@ class LedgerIndex:
         with blob:
             return read_row(blob, first, seq)
 
-    def run_entries(self, run: str) -> list[Entry]:
-        """The rows of one run in seq order ([] for an unknown run): its `run_seqs` rows, then
-        each block they name, read once.
+    def run_entries(self, run: str, since: int = 0, limit: int | None = None) -> list[Entry]:
+        """The rows of one run in seq order ([] for an unknown run), from seq `since` on and at
+        most `limit` of them: its `run_seqs` rows, then each block the kept seqs name, read once
+        (a page of a long run decodes only that page's rows).
 
         Raises `IndexMismatch` when the file names a seq its block does not hold, or the run's
         `run_seqs` rows hold another number of seqs than the run's count (a seq or a row lost:
@@ -534,6 +536,10 @@ class LedgerIndex:
             seqs.extend(self._groups.get(run, ()))
             start = self._flushed_next
             seqs.extend(s for s, r in zip(count(start), self._rids[start - base :], strict=False) if r == rid)
+            if since > 0:
+                seqs = seqs[bisect_left(seqs, since) :]
+            if limit is not None:
+                seqs = seqs[:limit]
             wanted = sorted({s - s % b for s in seqs if s < base})
             for i in range(0, len(wanted), 500):
                 part = wanted[i : i + 500]

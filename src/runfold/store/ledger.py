@@ -514,9 +514,9 @@ class Ledger:
                 self._after_stale(attempt, seq)
         raise AssertionError("unreachable")
 
-    def run_records(self, run: str, limit: int | None = None) -> list[Record]:
-        """The verified lines of `run` in seq order ([] when the run has none); with `limit`,
-        only its first `limit` lines are read.
+    def run_records(self, run: str, limit: int | None = None, since: int = 0) -> list[Record]:
+        """The verified lines of `run` in seq order ([] when the run has none), from seq `since`
+        on; with `limit`, only the first `limit` of those are read.
 
         Cost is proportional to the lines returned (index lookup plus one read per line). Raises
         `LineRefused` when the ledger was changed on disk.
@@ -524,9 +524,7 @@ class Ledger:
         entries: list[Entry] = []
         for attempt in (0, 1):
             try:
-                entries = self._index.run_entries(run)
-                if limit is not None:
-                    entries = entries[:limit]
+                entries = self._index.run_entries(run, since, limit)
                 self._prefetch(entries)
                 out = [self._read_entry(e) for e in entries if e.seq < self._next_seq]
                 if any(r.env.run != run for r in out):  # an index renumbered under this reader

@@ -474,10 +474,11 @@ class PgLedger:
             raise _index_mismatch(self._where, seq)
         return self._checked(rows)[0]
 
-    def run_records(self, run: str, limit: int | None = None) -> list[Record]:
-        """The verified lines of `run` in seq order ([] for none); at most `limit` of them."""
-        sql = self._ROWS + "AND l.run = %s AND l.seq < %s ORDER BY l.seq"
-        params: tuple[object, ...] = (self.url.name, run, self._next_seq)
+    def run_records(self, run: str, limit: int | None = None, since: int = 0) -> list[Record]:
+        """The verified lines of `run` in seq order ([] for none), from seq `since` on; at most
+        `limit` of them."""
+        sql = self._ROWS + "AND l.run = %s AND l.seq >= %s AND l.seq < %s ORDER BY l.seq"
+        params: tuple[object, ...] = (self.url.name, run, since, self._next_seq)
         if limit is not None:
             sql += " LIMIT %s"
             params = (*params, limit)

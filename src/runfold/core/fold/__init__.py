@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     )
     from runfold.core.fold.runs import (
         Pricing,
+        RunSummaries,
         RunSummary,
         RunTally,
         TreeNode,
@@ -69,6 +70,7 @@ __all__ = [
     "ResumeScan",
     "RunFold",
     "RunFolder",
+    "RunSummaries",
     "RunSummary",
     "RunTally",
     "TreeNode",
@@ -132,6 +134,7 @@ _HOMES: dict[str, str] = {
     "reply_cost": "runfold.core.fold.runs",
     "resume_drafts": "runfold.core.fold.resume",
     "run_summaries": "runfold.core.fold.runs",
+    "RunSummaries": "runfold.core.fold.runs",
     "run_tree": "runfold.core.fold.runs",
     "safe_points": "runfold.core.fold.run",
     "successor_note": "runfold.core.fold.resume",

@@ -11,7 +11,7 @@ Unknown token counts or costs stay unknown (None), never 0.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from runfold.core.canonical import encode_json
@@ -225,6 +225,8 @@ class RunSummary:
     first_seq: int
     last_seq: int
     started_ms: int | None = None
+    ended_ms: int | None = None
+    """The writer's clock at its `run_frozen` (UTC ms), None while it has none."""
     status: Status = "running"
     cause: str | None = None
     model: str | None = None
@@ -304,6 +306,7 @@ class RunSummary:
             "first_seq": self.first_seq,
             "last_seq": self.last_seq,
             "started_ms": self.started_ms,
+            "ended_ms": self.ended_ms,
             "lines": self.lines,
         }
 
@@ -330,6 +333,7 @@ def _summarize(s: RunSummary, rec: Record) -> None:
             s.model = model
     elif kind is Kind.RUN_FROZEN:
         frozen = rec.typed(RunFrozen)
+        s.ended_ms = rec.env.t
         completion = frozen.completion
         s.status = completion if completion in ("done", "limit", "cancelled") else "cancelled"  # type: ignore[assignment]
         s.cause = frozen.cause
@@ -337,27 +341,52 @@ def _summarize(s: RunSummary, rec: Record) -> None:
         s.error_code = code if isinstance(code, str) else None
 
 
+class RunSummaries:
+    """`run_summaries` fed line by line: `feed` each line in seq order (several calls may each
+    feed the lines written since the last), `summaries()` at any point. It keeps one
+    `RunSummary` per run, never a line, so a viewer can follow a growing ledger."""
+
+    def __init__(self, prices: Pricing | None = None) -> None:
+        self.prices = prices
+        """The price table replies with no recorded bill are priced with (None: unknown)."""
+        self._by_run: dict[str, RunSummary] = {}
+        self.next_seq = 0
+        """The seq after the last line fed (0 before any)."""
+
+    def feed(self, rec: Record) -> None:
+        """Add one line (its seq must follow the last one fed). Raises like `run_summaries`."""
+        self.next_seq = rec.seq + 1
+        if rec.run == WORKSPACE_RUN:
+            return
+        s = self._by_run.get(rec.run)
+        if s is None:
+            s = self._by_run[rec.run] = RunSummary(
+                run=rec.run, first_seq=rec.seq, last_seq=rec.seq, tally=RunTally(self.prices)
+            )
+        s.last_seq = rec.seq
+        s.lines += 1
+        _summarize(s, rec)
+
+    def summaries(self) -> list[RunSummary]:
+        """The runs so far, by first seq, as copies (changing one changes nothing kept here)."""
+        out: list[RunSummary] = []
+        for kept in sorted(self._by_run.values(), key=lambda s: s.first_seq):
+            s = replace(kept)
+            if s.status == "running" and s.lines == 2 and s.forked_from is not None:
+                s.status = "not_started"  # run_started and run_forked only (resume.not_started)
+            out.append(s)
+        return out
+
+
 def run_summaries(records: Iterable[Record], prices: Pricing | None = None) -> list[RunSummary]:
     """Summarize every run of `records` (any order of runs, lines in seq order), in the order of
     their first line; replies with no recorded bill are priced with `prices` (None: unknown).
     Workspace-level lines (the nil run) are not a run. Raises `E_LEDGER_CORRUPT` (from
     `Record.payload`) when a line's payload does not match its kind."""
-    by_run: dict[str, RunSummary] = {}
+    acc = RunSummaries(prices)
     for rec in records:
-        if rec.run == WORKSPACE_RUN:
-            continue
-        s = by_run.get(rec.run)
-        if s is None:
-            s = by_run[rec.run] = RunSummary(
-                run=rec.run, first_seq=rec.seq, last_seq=rec.seq, tally=RunTally(prices)
-            )
-        s.last_seq = rec.seq
-        s.lines += 1
-        _summarize(s, rec)
-    for s in by_run.values():
-        if s.status == "running" and s.lines == 2 and s.forked_from is not None:
-            s.status = "not_started"  # run_started and run_forked only (resume.not_started)
-    return sorted(by_run.values(), key=lambda s: s.first_seq)
+        acc.feed(rec)
+    return acc.summaries()
 
 
 def owner_gone(summaries: Sequence[RunSummary]) -> None:

@@ -1,0 +1,156 @@
+"""The live tail and the actions. The tail is Server-Sent Events over the ledger: each poll opens
+a fresh reader (readers need no lock) and sends the lines past the last one sent, in seq order,
+each with its seq as the event id, so a reconnect (`Last-Event-ID`) resumes where it stopped and
+nothing already shown is ever reordered. The actions are form posts that need the page's CSRF
+token and a same-origin request; they call the site's `WebActions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from runfold.core.records import Record
+from runfold.web.actions import ActionError, Done
+from runfold.web.site import Site, friendly
+from runfold.web.viewer import row_of
+
+POLL_S = 0.25
+"""How often the tail looks for new lines."""
+BATCH = 500
+KEEPALIVE_S = 15.0
+
+
+def _start(request: Request, since: int | None) -> int:
+    last = request.headers.get("last-event-id", "").strip()
+    if last.isdigit():
+        return int(last) + 1
+    return max(since or 0, 0)
+
+
+def add_routes(router: APIRouter, site: Site) -> None:
+    """Add the live tail and the action posts to `router`."""
+    viewer = site.viewer
+
+    def read(run: str | None, since: int) -> list[Record]:
+        with viewer.open() as ws:
+            if since >= ws.seq_range().stop:
+                return []
+            return ws.records(run=run, since=since, limit=BATCH)
+
+    async def stream(request: Request, run: str | None, since: int) -> AsyncIterator[str]:
+        yield "retry: 1000\n\n"
+        next_seq = since
+        quiet = 0.0
+        while not await request.is_disconnected():
+            try:
+                batch = await run_in_threadpool(read, run, next_seq)
+            except Exception as exc:  # the page says why the tail stopped, and it stops
+                yield f"event: failed\ndata: {json.dumps(str(exc))}\n\n"
+                return
+            for rec in batch:
+                if rec.seq < next_seq:
+                    continue  # never send a line twice, never out of order
+                data = json.dumps(row_of(rec).to_data(), ensure_ascii=False)
+                yield f"id: {rec.seq}\nevent: line\ndata: {data}\n\n"
+                next_seq = rec.seq + 1
+            if batch:
+                quiet = 0.0
+                continue
+            quiet += POLL_S
+            if quiet >= KEEPALIVE_S:
+                quiet = 0.0
+                yield ": keepalive\n\n"
+            await asyncio.sleep(POLL_S)
+
+    def sse(request: Request, run: str | None, since: int) -> StreamingResponse:
+        return StreamingResponse(
+            stream(request, run, since),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @router.get("/tail", name="tail")
+    async def tail(request: Request, since: int | None = None) -> Response:
+        return sse(request, None, _start(request, since))
+
+    @router.get("/runs/{run}/tail", name="run_tail")
+    async def run_tail(request: Request, run: str, since: int | None = None) -> Response:
+        try:
+            with viewer.open() as ws:
+                rid = ws.resolve_run(run)
+        except Exception as exc:
+            return site.error(request, exc)
+        return sse(request, rid, _start(request, since))
+
+    # ---- actions -------------------------------------------------------------------------
+
+    def act(request: Request, run: str, token: str, what: str, do: object) -> Response:
+        if not site.guard.same_origin(request, token):
+            return site.render(
+                request,
+                "action.html",
+                http_status=403,
+                title="refused",
+                run=run,
+                ok=False,
+                message=f"refused to {what}: the form's token is missing or stale, or the request came from "
+                "another site; reload the run's page and try again",
+                next_run=None,
+            )
+        try:
+            assert callable(do)
+            done = do()
+            assert isinstance(done, Done)
+        except ActionError as exc:
+            return site.render(
+                request, "action.html", http_status=exc.status, title="refused", run=run, ok=False,
+                message=exc.message, next_run=None,
+            )
+        return site.render(
+            request, "action.html", title=what, run=run, ok=True, message=done.message, next_run=done.run
+        )
+
+    @router.post("/runs/{run}/steer", name="steer")
+    @friendly(site)
+    def steer(request: Request, run: str, csrf: Annotated[str, Form()] = "", text: Annotated[str, Form()] = "") -> Response:
+        return act(request, run, csrf, "steer the run", lambda: site.actions.steer(run, text))
+
+    @router.post("/runs/{run}/cancel", name="cancel")
+    @friendly(site)
+    def cancel(request: Request, run: str, csrf: Annotated[str, Form()] = "") -> Response:
+        return act(request, run, csrf, "cancel the run", lambda: site.actions.cancel(run))
+
+    @router.post("/runs/{run}/fork", name="fork")
+    @friendly(site)
+    def fork(
+        request: Request,
+        run: str,
+        csrf: Annotated[str, Form()] = "",
+        at: Annotated[int, Form()] = -1,
+        task: Annotated[str, Form()] = "",
+    ) -> Response:
+        return act(request, run, csrf, "fork the run", lambda: site.actions.fork(run, at, task.strip() or None))
+
+    @router.post("/runs/{run}/continue", name="continue")
+    @friendly(site)
+    def continue_run(
+        request: Request,
+        run: str,
+        csrf: Annotated[str, Form()] = "",
+        model: Annotated[str, Form()] = "",
+        task: Annotated[str, Form()] = "",
+    ) -> Response:
+        return act(
+            request,
+            run,
+            csrf,
+            "continue the run",
+            lambda: site.actions.continue_run(run, model.strip() or None, task.strip() or None),
+        )

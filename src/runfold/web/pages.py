@@ -1,0 +1,256 @@
+"""The workspace and run pages: the runs with filters and search and the ledger's verify status;
+a run with its tree, its usage and cost per turn, and its timeline (filter by kind, search, jump
+to seq, paginated); one line as stored; the static files.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, Response
+
+from runfold.core import fold as fold_api
+from runfold.core.errors import invalid_args
+from runfold.core.fold.runs import status_text, tokens_of
+from runfold.core.kinds import KNOWN_KIND_NAMES
+from runfold.core.payloads import ModelReturned
+from runfold.web.charts import Turn, usage_svg
+from runfold.web.site import HERE, Site, friendly
+
+RUNS_PER_PAGE = 100
+LINES_PER_PAGE = 100
+STATIC = {"app.css": "text/css", "app.js": "text/javascript"}
+
+
+def _matches(s: fold_api.RunSummary, q: str, status: str, relation: str) -> bool:
+    if status and status_text(s).split(" ")[0] != status and s.status != status:
+        return False
+    if relation and (s.relation or "none") != relation:
+        return False
+    if q:
+        hay = " ".join([s.run, s.task, s.model or "", s.addr or "", status_text(s)]).lower()
+        return q.lower() in hay
+    return True
+
+
+def lineage_of(summaries: list[fold_api.RunSummary], run: str) -> tuple[list[fold_api.RunSummary], list[tuple[int, fold_api.RunSummary]]]:
+    """The runs `run` came from (oldest first) and the runs that came from it, depth-first as
+    `(depth, summary)`: its tree (forks, successors, delegations)."""
+    by_id = {s.run: s for s in summaries}
+    up: list[fold_api.RunSummary] = []
+    cur = by_id.get(run)
+    seen = {run}
+    while cur is not None and cur.origin is not None and cur.origin not in seen:
+        seen.add(cur.origin)
+        cur = by_id.get(cur.origin)
+        if cur is not None:
+            up.append(cur)
+    children: dict[str, list[fold_api.RunSummary]] = {}
+    for s in summaries:
+        if s.origin is not None:
+            children.setdefault(s.origin, []).append(s)
+    down: list[tuple[int, fold_api.RunSummary]] = []
+
+    def walk(rid: str, depth: int) -> None:
+        for child in children.get(rid, []):
+            if child.run in seen:
+                continue
+            seen.add(child.run)
+            down.append((depth, child))
+            walk(child.run, depth + 1)
+
+    walk(run, 1)
+    return list(reversed(up)), down
+
+
+def add_routes(router: APIRouter, site: Site) -> None:
+    """Add the workspace, run and line pages to `router`."""
+    viewer = site.viewer
+
+    @router.get("/", name="overview")
+    @friendly(site)
+    def overview(
+        request: Request,
+        q: str = "",
+        status: str = "",
+        relation: str = "",
+        page: Annotated[int, Query(ge=0)] = 0,
+    ) -> Response:
+        with viewer.open() as ws:
+            summaries, damage = viewer.summaries(ws)
+            verify = viewer.verify_state(ws)
+            lines = len(ws.seq_range()) if damage is None else None
+        names = viewer.names(summaries)
+        shown = [s for s in summaries if _matches(s, q, status, relation)]
+        start = page * RUNS_PER_PAGE
+        return site.render(
+            request,
+            "overview.html",
+            title="runs",
+            runs=shown[start : start + RUNS_PER_PAGE],
+            total=len(summaries),
+            matching=len(shown),
+            page=page,
+            pages=max((len(shown) + RUNS_PER_PAGE - 1) // RUNS_PER_PAGE, 1),
+            names=names,
+            q=q,
+            status=status,
+            relation=relation,
+            statuses=sorted({status_text(s).split(" ")[0] for s in summaries}),
+            status_text=status_text,
+            damage=damage,
+            verify=verify,
+            lines=lines,
+        )
+
+    @router.get("/verify", name="verify")
+    @friendly(site)
+    def verify_page(request: Request) -> Response:
+        with viewer.open() as ws:
+            viewer.verify_state(ws)
+        state = viewer.wait_verified(120)
+        return site.render(request, "verify.html", title="verify", verify=state)
+
+    @router.get("/runs/{run}", name="run")
+    @friendly(site)
+    def run_page(
+        request: Request,
+        run: str,
+        kind: Annotated[list[str] | None, Query()] = None,
+        q: str = "",
+        seq: int | None = None,
+        after: int = -1,
+    ) -> Response:
+        kinds = frozenset(k for k in (kind or []) if k)
+        with viewer.open() as ws:
+            folded = viewer.warm_summaries(ws)
+            summaries, damage = folded if folded is not None else ([], None)
+            rid = _resolve(ws, run, summaries)
+            summary = next((s for s in summaries if s.run == rid), None)
+            if folded is None:  # a large ledger not folded yet: this run's own first lines
+                summary = viewer.run_head(ws, rid)
+                summaries = _ancestors(viewer, ws, summary)
+            if seq is not None:
+                _check_seq(ws, rid, seq, summary if folded is not None else None)
+                after = seq - 1
+            names = viewer.names(summaries) if summaries else {}
+            page = viewer.timeline(ws, rid, kinds=kinds, text=q, after=after, limit=LINES_PER_PAGE, names=names)
+        up, down = lineage_of(summaries, rid)
+        return site.render(
+            request,
+            "run.html",
+            title=f"run {rid[:8]}",
+            run=rid,
+            s=summary,
+            status_text=status_text,
+            up=up,
+            down=down,
+            folded=folded is not None,
+            names=names,
+            page=page,
+            kinds=sorted(KNOWN_KIND_NAMES),
+            chosen=kinds,
+            q=q,
+            seq=seq,
+            after=after,
+            damage=damage or page.damage,
+        )
+
+    @router.get("/runs/{run}/usage.svg", name="usage")
+    @friendly(site)
+    def usage(request: Request, run: str) -> Response:
+        with viewer.open() as ws:
+            rid = ws.resolve_run(run)
+            prices = ws.summary_folder().prices  # the workspace's price table, as `runfold cost` prices
+            turns = []
+            model = ""
+            for rec in viewer.run_lines(ws, rid, 0):
+                if not rec.known:
+                    continue
+                if rec.env.kind == "model_called":
+                    model = str(rec.env.data.get("model") or model)
+                elif rec.env.kind == "model_returned":
+                    ret = rec.typed(ModelReturned)
+                    tokens = tokens_of(ret.usage)
+                    cost, _ = fold_api.reply_cost(model, tokens, ret.billed_usd_micros, prices)
+                    turns.append(Turn(rec.seq, tokens, cost))
+        return Response(str(usage_svg(turns)), media_type="image/svg+xml")
+
+    @router.get("/runs/{run}/lines/{seq}", name="line")
+    @friendly(site)
+    def line_page(request: Request, run: str, seq: int) -> Response:
+        with viewer.open() as ws:
+            rid = ws.resolve_run(run)
+            rec = ws.record_at(seq)
+            if rec.run != rid:
+                raise invalid_args(
+                    f"show seq {seq} of run {rid}",
+                    str(ws.root),
+                    f"seq {seq} belongs to run {rec.run}; open it there",
+                    nearby=(rec.run,),
+                )
+            position = ws.position(seq)
+        return site.render(
+            request, "line.html", title=f"seq {seq}", run=rid, rec=rec, raw=rec.raw.decode("utf-8"), position=position
+        )
+
+    @router.get("/static/{name}", name="static")
+    def static(name: str) -> Response:
+        if name not in STATIC:
+            return Response("no such file", status_code=404, media_type="text/plain")
+        return FileResponse(HERE / "static" / name, media_type=STATIC[name])
+
+
+def _check_seq(ws: object, rid: str, seq: int, summary: fold_api.RunSummary | None) -> None:
+    """Refuse a seq that is no line of the run, naming the run's range (or where it starts)."""
+    from runfold.api import Workspace
+
+    assert isinstance(ws, Workspace)
+    if summary is not None:
+        if summary.first_seq <= seq <= summary.last_seq:
+            return
+        held = f"lines at seq {summary.first_seq}..{summary.last_seq}"
+    else:
+        at = ws.records(run=rid, since=max(seq, 0), limit=1) if seq >= 0 else []
+        if at and at[0].seq == seq:
+            return
+        first = ws.records(run=rid, limit=1)
+        held = f"lines from seq {first[0].seq}" if first else "no lines"
+        if at:
+            held += f"; the next after seq {seq} is seq {at[0].seq}"
+    raise invalid_args(f"jump to seq {seq}", f"run {rid}", f"this run holds {held}; give a seq in that range")
+
+
+def _ancestors(viewer: object, ws: object, head: fold_api.RunSummary) -> list[fold_api.RunSummary]:
+    """`head` and the runs it came from, read from each one's first lines."""
+    from runfold.api import Workspace
+    from runfold.web.viewer import Viewer
+
+    assert isinstance(viewer, Viewer) and isinstance(ws, Workspace)
+    out = [head]
+    seen = {head.run}
+    cur = head
+    while cur.origin is not None and cur.origin not in seen and len(out) < 64:
+        seen.add(cur.origin)
+        cur = viewer.run_head(ws, cur.origin)
+        out.append(cur)
+    return out
+
+
+def _resolve(ws: object, run: str, summaries: list[fold_api.RunSummary]) -> str:
+    """`run` resolved as an id or prefix; on a damaged ledger, among the readable runs."""
+    from runfold.api import Workspace
+    from runfold.web.viewer import is_damage
+
+    assert isinstance(ws, Workspace)
+    try:
+        return ws.resolve_run(run)
+    except Exception as exc:
+        if not is_damage(exc):
+            raise
+    key = run.replace("-", "").lower()
+    found = [s.run for s in summaries if s.run.replace("-", "").startswith(key)]
+    if len(found) == 1:
+        return found[0]
+    raise invalid_args(f"find run {run!r}", str(ws.root), "no readable run id starts with it", nearby=tuple(found[:8]))

@@ -1,0 +1,255 @@
+"""The pages in-process (FastAPI's test client over `create_app`): friendly 404s naming the
+run's range or the nearest runs, a damaged ledger browsable up to its bad line, the access
+token and the one-time login, the actions' same-origin token, escaping, and that reading pages
+write nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from web_support import garden, kinds_at
+
+from runfold.api import Workspace
+from runfold.core.chain import LineRefused
+from runfold.web import create_app
+from runfold.web.security import COOKIE, Guard, access_token, is_loopback
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("pages") / "ws"
+    return root, garden(root)
+
+
+def _client(root: Path, guard: Guard | None = None) -> TestClient:
+    return TestClient(create_app(root, guard=guard), base_url="http://127.0.0.1:8765")
+
+
+def _files(root: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for p in sorted((root / ".runfold").rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            out[str(p)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _pages(run: str, root: Path) -> list[str]:
+    called = kinds_at(root, run, "model_called")
+    return [
+        "/",
+        "/verify",
+        f"/runs/{run}",
+        f"/runs/{run}?kind=tool_result&kind=model_called",
+        f"/runs/{run}?q=tomatoes",
+        f"/runs/{run}?seq=5",
+        f"/runs/{run}/usage.svg",
+        f"/runs/{run}/lines/5",
+        f"/runs/{run}/request?at={called[-1]}",
+        f"/runs/{run}/request.json?at={called[0]}",
+        f"/runs/{run}/window?at=12",
+        f"/runs/{run}/diff?a={called[0]}&b={called[1]}",
+        f"/diff?a={run}&b={run}",
+    ]
+
+
+def test_every_reading_page_answers_and_writes_nothing(ws: tuple[Path, str]) -> None:
+    root, run = ws
+    client = _client(root)
+    before = _files(root)
+    for url in _pages(run, root):
+        got = client.get(url)
+        assert got.status_code == 200, (url, got.text[:500])
+        if url.endswith(".svg"):
+            assert got.text.startswith("<svg")
+        elif ".json" not in url:
+            assert "Content-Security-Policy" in got.headers and "Traceback" not in got.text
+    assert _files(root) == before
+
+
+def test_a_run_or_seq_that_does_not_exist_is_a_friendly_404(ws: tuple[Path, str]) -> None:
+    root, run = ws
+    client = _client(root)
+    got = client.get(f"/runs/{run[:6]}zz")
+    assert got.status_code == 404
+    assert f'href="/runs/{run}"' in got.text  # the nearest run, linked
+    got = client.get(f"/runs/{run}?seq=999")
+    assert got.status_code == 404
+    last = Workspace.open(root).records(run=run)[-1].seq
+    assert f"this run holds lines at seq 1..{last}" in got.text
+    got = client.get(f"/runs/{run}/request?at=999")
+    assert got.status_code == 404 and f"seq 1..{last}" in got.text
+    got = client.get(f"/runs/{run}/lines/0")
+    assert got.status_code == 404 and "belongs to run" in got.text
+    got = client.get(f"/runs/{run}/request.json?at=5")
+    assert got.status_code == 404 and "its model calls are at seq" in got.text
+    for got in (client.get(f"/runs/{run}/window?at=999"), client.get("/diff?a=nope&b=" + run)):
+        assert got.status_code == 404 and "Traceback" not in got.text
+
+
+def test_the_timeline_pages_and_filters(ws: tuple[Path, str]) -> None:
+    root, run = ws
+    import runfold.web.pages as pages
+
+    client = _client(root)
+    old = pages.LINES_PER_PAGE
+    pages.LINES_PER_PAGE = 5
+    try:
+        first = client.get(f"/runs/{run}").text
+        seqs = [int(s) for s in re.findall(r'<tr data-seq="(\d+)"', first)]
+        assert seqs == [1, 2, 3, 4, 5]
+        assert f"/runs/{run}?after=5" in first
+        second = client.get(f"/runs/{run}?after=5").text
+        assert [int(s) for s in re.findall(r'<tr data-seq="(\d+)"', second)] == [6, 7, 8, 9, 10]
+    finally:
+        pages.LINES_PER_PAGE = old
+    only = client.get(f"/runs/{run}?kind=model_called").text
+    assert [int(s) for s in re.findall(r'<tr data-seq="(\d+)"', only)] == kinds_at(root, run, "model_called")
+    found = client.get(f"/runs/{run}?q=TOMATOES").text  # case-insensitive, in the line's bytes
+    hits = [int(s) for s in re.findall(r'<tr data-seq="(\d+)"', found)]
+    with Workspace.open(root) as w:
+        assert hits == [r.seq for r in w.records(run=run) if b"tomatoes" in r.raw.lower()]
+
+
+def test_ledger_text_is_escaped(ws: tuple[Path, str]) -> None:
+    root, run = ws
+    result = kinds_at(root, run, "tool_result")[-1]
+    page = _client(root).get(f"/runs/{run}/lines/{result}").text
+    assert "<script>window.__pwned" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=" in page
+
+
+def test_a_damaged_ledger_is_browsable_up_to_the_bad_line(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    run = garden(root)
+    segment = next((root / ".runfold" / "ledger").glob("ledger-*.jsonl"))
+    lines = segment.read_bytes().split(b"\n")
+    lines[9] = lines[9].replace(b'"who":"agent"', b'"who":"agenT"')  # seq 9: same length, chain broken after
+    segment.write_bytes(b"\n".join(lines))
+    with pytest.raises(LineRefused) as refused:
+        Workspace.open(root).verify()
+    bad = refused.value
+    client = _client(root)
+    got = client.get("/")
+    assert got.status_code == 200, got.text[:2000]
+    assert f'data-line="{bad.line_no}" data-seq="{bad.seq}"' in got.text
+    assert bad.display().replace("'", "&#39;") in got.text
+    assert f'data-run="{run}"' in got.text  # the run, read from the lines before the bad one
+    page = client.get(f"/runs/{run}")
+    assert page.status_code == 200
+    shown = [int(s) for s in re.findall(r'<tr data-seq="(\d+)"', page.text)]
+    assert shown == list(range(1, bad.seq))
+    assert f"the timeline stops at line {bad.line_no}" in page.text
+    verify = client.get("/verify")
+    assert verify.status_code == 200 and f"at line {bad.line_no} (seq {bad.seq})" in verify.text
+
+
+def test_off_loopback_every_request_needs_the_token(ws: tuple[Path, str], tmp_path: Path) -> None:
+    root, _run = ws
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
+    token = access_token(root)
+    path = root / ".runfold" / "view-token"
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and access_token(root) == token
+    client = _client(root, Guard(token=token, login_code="once"))
+    assert client.get("/").status_code == 401
+    assert client.get("/", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert client.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    login = client.get("/login?code=once", follow_redirects=False)
+    assert login.status_code == 303 and COOKIE in login.headers["set-cookie"]
+    assert "httponly" in login.headers["set-cookie"].lower()
+    assert client.get("/").status_code == 200  # the cookie
+    fresh = _client(root, Guard(token=token, login_code=None))
+    assert fresh.get("/login?code=once", follow_redirects=False).status_code == 403
+
+
+def test_actions_need_the_pages_token_and_the_same_origin(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    run = garden(root)
+    guard = Guard()
+    client = _client(root, guard)
+    count = len(Workspace.open(root).runs())
+    assert client.post(f"/runs/{run}/fork", data={"at": "7"}).status_code == 403
+    assert client.post(f"/runs/{run}/fork", data={"at": "7", "csrf": "x"}).status_code == 403
+    evil = client.post(
+        f"/runs/{run}/fork", data={"at": "7", "csrf": guard.csrf}, headers={"Origin": "http://evil.example"}
+    )
+    assert evil.status_code == 403
+    assert len(Workspace.open(root).runs()) == count
+    ok = client.post(
+        f"/runs/{run}/fork", data={"at": "7", "csrf": guard.csrf}, headers={"Origin": "http://127.0.0.1:8765"}
+    )
+    assert ok.status_code == 200 and "forked " in ok.text
+    assert len(Workspace.open(root).runs()) == count + 1
+
+
+def test_a_fork_while_another_process_holds_the_ledger_names_runfold_serve(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = tmp_path / "ws"
+    run = garden(root)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys,time; from runfold.api import Workspace\n"
+            f"with Workspace.open({str(root)!r}).writer():\n    print('held', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        guard = Guard()
+        got = _client(root, guard).post(f"/runs/{run}/fork", data={"at": "7", "csrf": guard.csrf})
+        assert got.status_code == 409
+        assert "E_LEDGER_HELD" in got.text and "runfold serve" in got.text and str(holder.pid) in got.text
+        steer = _client(root, guard).post(f"/runs/{run}/steer", data={"text": "hi", "csrf": guard.csrf})
+        assert steer.status_code in (400, 409) and "E_" in steer.text
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_continue_from_the_page_runs_a_successor_the_cli_lists(tmp_path: Path) -> None:
+    from web_support import REPO, runfold
+
+    root = tmp_path / "ws"
+    run = garden(root)
+    guard = Guard()
+    client = _client(root, guard)
+    got = client.post(
+        f"/runs/{run}/continue",
+        data={"model": f"script:{REPO / 'examples' / 'garden-continue.jsonl'}", "csrf": guard.csrf},
+    )
+    assert got.status_code == 200, got.text
+    assert "continuing" in got.text  # `runfold continue` runs as its own process: watch the ledger
+    listed: list[dict[str, object]] = []
+    import json
+    import time
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        listed = json.loads(runfold(root, "runs", "--json").stdout)
+        if len(listed) == 2 and listed[1]["status"] != "running":
+            break
+        time.sleep(0.5)
+    assert [(r["relation"], r["predecessor"]) for r in listed[1:]] == [("successor", run)], listed
+    assert listed[1]["status"] == "done"
+
+
+def test_a_loopback_server_answers_only_to_its_own_host_names(ws: tuple[Path, str]) -> None:
+    root, _run = ws
+    guard = Guard(hosts=frozenset({"127.0.0.1", "localhost", "::1"}))
+    assert _client(root, guard).get("/").status_code == 200
+    for name in ("localhost:8765", "[::1]:8765"):
+        assert _client(root, guard).get("/", headers={"Host": name}).status_code == 200
+    rebound = _client(root, guard).get("/", headers={"Host": "attacker.example:8765"})
+    assert rebound.status_code == 421 and "Host" in rebound.text
