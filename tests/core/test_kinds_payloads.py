@@ -39,6 +39,10 @@ DESIGN_RECORD_ONLY = {
     "signal_enqueued",
     "eval_run",
     "cache_renewed",
+    "endpoint_attached",
+    "endpoint_lost",
+    "approval_requested",
+    "approval_resolved",
 }
 
 

@@ -307,6 +307,27 @@ def _cache_renewed(d: dict[str, Any]) -> str:
     return _s(d, "reason") or ""
 
 
+def _endpoint_attached(d: dict[str, Any]) -> str:
+    tools = d.get("tools")
+    count = len(tools) if isinstance(tools, list) else 0
+    return _join(_s(d, "kind") or "?", _s(d, "name") or "?", f"({_s(d, 'transport') or '?'})", f"{count} tool(s)")
+
+
+def _endpoint_lost(d: dict[str, Any]) -> str:
+    return f"{_s(d, 'name') or '?'}: {head(_s(d, 'reason') or '', 60)}"
+
+
+def _approval_requested(d: dict[str, Any]) -> str:
+    return _join(_s(d, "tool") or "?", f"[{_s(d, 'class') or '?'}]", _s(d, "tool_use_id"))
+
+
+def _approval_resolved(d: dict[str, Any]) -> str:
+    reason = _s(d, "reason")
+    return _join(
+        _s(d, "decision") or "?", f"by {_s(d, 'by') or '?'}", _s(d, "tool_use_id"), f"({head(reason, 40)})" if reason else None
+    )
+
+
 SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.WORKSPACE_INITIALIZED: _workspace_initialized,
     Kind.RUN_STARTED: _run_started,
@@ -335,6 +356,10 @@ SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.LOG_TRUNCATED: _log_truncated,
     Kind.EVAL_RUN: _eval_run,
     Kind.CACHE_RENEWED: _cache_renewed,
+    Kind.ENDPOINT_ATTACHED: _endpoint_attached,
+    Kind.ENDPOINT_LOST: _endpoint_lost,
+    Kind.APPROVAL_REQUESTED: _approval_requested,
+    Kind.APPROVAL_RESOLVED: _approval_resolved,
 }
 
 

@@ -41,6 +41,10 @@ class Kind(enum.StrEnum):
     SIGNAL_ENQUEUED = "signal_enqueued"
     EVAL_RUN = "eval_run"
     CACHE_RENEWED = "cache_renewed"
+    ENDPOINT_ATTACHED = "endpoint_attached"
+    ENDPOINT_LOST = "endpoint_lost"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_RESOLVED = "approval_resolved"
 
 
 IN_WINDOW: frozenset[Kind] = frozenset(

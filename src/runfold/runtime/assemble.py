@@ -32,6 +32,8 @@ from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
 from runfold.store.cas import Cas
 from runfold.store.ledger import Ledger
 from runfold.tools import ToolContext, ToolRegistry, builtin_registry
+from runfold.tools.mcp import Endpoints
+from runfold.tools.mcp import started as mcp_started
 
 if TYPE_CHECKING:
     from runfold.runtime.control import ControlHub
@@ -112,7 +114,7 @@ async def drive_run(
             await provider.aclose()
 
 
-def _registry(builtin: bool | Sequence[str], tools: Sequence[Any]) -> ToolRegistry:
+def _registry(builtin: bool | Sequence[str], tools: Sequence[Any], mcp_tools: Sequence[Any] = ()) -> ToolRegistry:
     registry = (
         builtin_registry()
         if builtin is True
@@ -120,7 +122,7 @@ def _registry(builtin: bool | Sequence[str], tools: Sequence[Any]) -> ToolRegist
         if builtin is False
         else builtin_registry(list(builtin))
     )
-    for t in tools:
+    for t in [*tools, *mcp_tools]:
         registry.add(t)
     return with_paging(registry)
 
@@ -135,7 +137,24 @@ async def _drive(
     mother: str | None,
     room_addr: str | None,
 ) -> RunOutcome:
-    registry = _registry(chosen.builtin_tools, spec.tools)
+    # the MCP servers start before any line is written (one that does not start refuses the
+    # run) and stop once it is frozen
+    async with mcp_started(config.mcp, host.root, host.root / ".runfold" / "logs") as endpoints:
+        return await _drive_with(spec, chosen, config, host, hooks, provider, mother, room_addr, endpoints)
+
+
+async def _drive_with(
+    spec: RunSpec,
+    chosen: Resolved,
+    config: WorkspaceConfig,
+    host: RunHost,
+    hooks: RunHooks,
+    provider: Provider,
+    mother: str | None,
+    room_addr: str | None,
+    endpoints: Endpoints,
+) -> RunOutcome:
+    registry = _registry(chosen.builtin_tools, spec.tools, endpoints.tools)
     run_id = new_run_id()
     hubs: list[ControlHub | None] = [None]
 
@@ -166,6 +185,7 @@ async def _drive(
         context=config.context,
         window=window,
         models=config.models,
+        approvals={**config.approvals, **(spec.approvals or {})},
     )
     if spec.retry is not None:
         options = dataclasses.replace(options, retry=spec.retry)
@@ -197,6 +217,7 @@ async def _drive(
                     run_id=run_id,
                     fork=plan,
                     bill=bill,
+                    endpoints=endpoints,
                 ),
                 RunChannels(
                     on_event=hooks.on_event,
@@ -204,6 +225,7 @@ async def _drive(
                     cancel=cancel,
                     steers=steers,
                     control=control,
+                    ask=hooks.ask,
                 ),
             )
             outcome = await loop.run()

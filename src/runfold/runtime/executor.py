@@ -44,14 +44,24 @@ from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.render.spec import Rendered
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
+from runfold.runtime.approvals import Approvals
 from runfold.runtime.compaction import WindowDeps, WindowManager
-from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
+from runfold.runtime.loop_io import (
+    FAILED,
+    RunChannels,
+    RunInputs,
+    RunOptions,
+    RunOutcome,
+    Stop,
+    endpoint_lines,
+)
 from runfold.runtime.offload import Offloads
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.regions import RegionEditor
 from runfold.runtime.retry import RetryPolicy, backoff_reason
 from runfold.runtime.safe_points import Interrupted, SafePoints
 from runfold.runtime.spec import new_run_id
+from runfold.runtime.stall import StallGuard
 from runfold.store.ledger import RUNTIME, now_ms
 from runfold.tools import (
     DuplicateCallCache,
@@ -61,7 +71,7 @@ from runfold.tools import (
     execute_wave,
     tool_called_payload,
 )
-from runfold.tools.execute import NotStarted, canonical_args
+from runfold.tools.execute import NotStarted
 
 __all__ = ["FAILED", "RetryPolicy", "RunChannels", "RunInputs", "RunLoop", "RunOptions", "RunOutcome", "Stop"]
 
@@ -71,16 +81,6 @@ LIMIT_STOPS: Final = frozenset({"max_tokens", "length", "max_output_tokens", "in
 MALFORMED_REPLY: Final = "malformed_reply"
 """`watchdog_fired.reason` when a reply was refused unrecorded (an empty or reused tool call id,
 an empty tool name, a malformed block) and the model is asked again after a back-off."""
-
-STALL_REPEATS: Final = 3
-"""The same action this many times in a row gets a corrective `runtime:` steer; one more freezes
-the run with `E_LOOP_SUSPECTED`."""
-
-STALL_STEER: Final = (
-    "You have taken the same action {n} times in a row with the same result. Do not repeat it: "
-    "try a different approach, or give your final answer without calling a tool."
-)
-
 
 def _visible(blocks: Sequence[Block]) -> bool:
     """True when a reply says something: a non-blank text block or a tool call."""
@@ -149,9 +149,9 @@ class RunLoop:
         self._incremental: tuple[Prefix, IncrementalRenderer, IncrementalValidator] | None = None
         self._recorded_segments: list[Segment] = []
         self._recorded_tools: BytesRef | None = None
-        self._last_action: tuple[Any, ...] | None = None
-        self._repeats = 0
-        self._steer: str | None = None
+        self.stall = StallGuard(self.run_id, lambda payload: self._write(payload, who=RUNTIME))
+        self.endpoints = inputs.endpoints
+        self.approvals = Approvals.of(self, channels)
         self._tool_ids: set[str] = set()
         self._held_delivered = False
         self._callback_error: Exception | None = None
@@ -249,7 +249,8 @@ class RunLoop:
                     "the task",
                     "give the task in words; providers refuse an empty opening",
                 )
-            policy: dict[str, Any] = {}
+            asked = {c: p for c, p in opts.approvals.items() if p != "allow"}
+            policy: dict[str, Any] = {"approvals": asked} if asked else {}
             if opts.max_turns is not None:
                 policy["max_turns"] = opts.max_turns
             self._write(
@@ -265,6 +266,7 @@ class RunLoop:
             )
         if opts.note is not None:
             self._write(SteerReceived(source="runtime", text=opts.note), who=RUNTIME)
+        self._endpoint_lines(attached=True)
         reraise: BaseException | None = None
         try:
             stop = await self._turns()
@@ -321,9 +323,9 @@ class RunLoop:
                 return Stop("limit", f"the turn ceiling ({self.options.max_turns}) was reached")
             if (stop := self.points.at("before assemble")) is not None:
                 return stop
-            if self._steer is not None:
-                self._write(SteerReceived(source="runtime", text=self._steer), who=RUNTIME)
-                self._steer = None
+            if self.stall.steer is not None:
+                self._write(SteerReceived(source="runtime", text=self.stall.steer), who=RUNTIME)
+                self.stall.steer = None
             if self.window is not None:
                 await self.window.at_boundary()  # compaction and reminders (DESIGN.md §10)
             request = self._assemble()
@@ -335,7 +337,7 @@ class RunLoop:
             rec, reply = answered
             calls = [b for b in reply.blocks if b["kind"] == "tool_use"]
             evidence = [Evidence(kind="model_returned", seq=rec.seq)]
-            if (stop := self._check_stall(reply.blocks, calls)) is not None:
+            if (stop := self.stall.check(reply.blocks, calls)) is not None:
                 return stop
             if reply.stop in LIMIT_STOPS:
                 return Stop("limit", f"the reply stopped at its output ceiling ({reply.stop})", evidence)
@@ -538,41 +540,6 @@ class RunLoop:
         self._held_delivered = calls == 0 and held_before > 0 and conv is not None and not conv.held
         return rec
 
-    # ---- stall guard ----------------------------------------------------------------------------
-
-    def _check_stall(self, blocks: Sequence[Block], calls: Sequence[ToolUseBlock]) -> Stop | None:
-        """The stall guard: the same action `STALL_REPEATS` times in a row gets a corrective
-        steer; once more, the run's stop (`E_LOOP_SUSPECTED`)."""
-        if calls:
-            action: tuple[Any, ...] = (
-                "calls",
-                tuple((c["name"], canonical_args(c["input"])) for c in calls),
-            )
-        else:
-            action = ("text", tuple(b["text"] for b in blocks if b["kind"] == "text"))
-        if action == self._last_action:
-            self._repeats += 1
-        else:
-            self._last_action = action
-            self._repeats = 1
-        if self._repeats == STALL_REPEATS:
-            self._write(WatchdogFired(reason="repeat", attempt=self._repeats), who=RUNTIME)
-            self._steer = STALL_STEER.format(n=self._repeats)
-        elif self._repeats > STALL_REPEATS:
-            self._write(WatchdogFired(reason="repeat", attempt=self._repeats), who=RUNTIME)
-            what = (
-                f"the model took the same action {self._repeats} times in a row, even after a "
-                "corrective steer"
-            )
-            err = RunfoldError(
-                ErrorCode.LOOP_SUSPECTED,
-                f"take another turn (the stall guard stopped the run: {what})",
-                f"run {self.run_id}",
-                "fork the run before the loop and steer it differently, or change the task",
-            )
-            return Stop(FAILED, f"the stall guard stopped the run: {what} ({err.code.value})", error=err)
-        return None
-
     # ---- the wave ---------------------------------------------------------------------------------
 
     async def _wave(self, calls: Sequence[ToolUseBlock]) -> Stop | None:
@@ -629,6 +596,7 @@ class RunLoop:
                         first_position=self._position,
                         cache=self.cache,
                         before_write=before_write,
+                        approval=self.approvals,
                     ),
                     False,
                 )
@@ -667,6 +635,7 @@ class RunLoop:
         for j in range(state["next"], min(len(reqs), len(outcomes))):
             write_pair(j, outcomes[j])
         self._position += len(reqs)
+        self._endpoint_lines()
         if outer is not None:
             raise outer
         if cancelled:
@@ -695,7 +664,12 @@ class RunLoop:
                 err = not_started_error(call.id, call.name, why)
             self._write(ToolOutcome(call.id, call.name, None, err.to_data(), 0).to_payload())
 
+    def _endpoint_lines(self, attached: bool = False) -> None:  # attached: at dispatch; lost: since
+        for payload in endpoint_lines(self.endpoints, attached):
+            self._write(payload, who=RUNTIME)
+
     def _freeze(self, stop: Stop) -> None:
+        self._endpoint_lines()
         self._complete_wave(
             CANCELLED_BEFORE_IT_RAN if stop.completion == "cancelled" else f"the run stopped before it ran: {stop.reason[:300]}"
         )

@@ -10,16 +10,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from runfold.core.errors import RunfoldError
 from runfold.core.fold import ForkPlan
 from runfold.core.fold.runs import RunTally
-from runfold.core.payloads import Evidence
+from runfold.core.payloads import Evidence, Payload
 from runfold.core.records import Record
 from runfold.core.tokens import ModelLimits
 from runfold.core.window import ContextSettings
 from runfold.providers.base import Provider, StreamCallback, Usage
+from runfold.runtime.approvals import Ask
 from runfold.runtime.control import RunControl, Steer
 from runfold.runtime.cost import usage_of
 from runfold.runtime.prefix import Prefix
@@ -65,7 +66,9 @@ class RunOptions:
     - `window`: the model's window and output reserve (`runtime.compaction.ModelWindow`); None:
       the window is not managed (no compaction, no reminders).
     - `models`: the `[models]` table; the context tools' region budgets take the model's window
-      from it when `window` is None (`runtime.regions`).
+      from it when `window` is None (`runtime.regions`);
+    - `approvals`: the approval policy per tool class (`core.approval`; a class not named is
+      `allow`), recorded in `run_started.policy` when one is not `allow`.
     """
 
     task: str
@@ -80,6 +83,23 @@ class RunOptions:
     context: ContextSettings = field(default_factory=ContextSettings)
     window: ModelWindow | None = None
     models: Mapping[str, ModelLimits] = field(default_factory=dict)
+    approvals: Mapping[str, str] = field(default_factory=dict)
+
+
+class EndpointLines(Protocol):
+    """The tool servers of a run as ledger lines (`runfold.tools.mcp.Endpoints` is one):
+    `attached()` once at dispatch, `drain_lost()` for servers lost since the last call."""
+
+    def attached(self) -> Sequence[Payload]: ...
+
+    def drain_lost(self) -> Sequence[Payload]: ...
+
+
+def endpoint_lines(endpoints: EndpointLines | None, attached: bool) -> list[Payload]:
+    """The `endpoint_attached` lines (when `attached`) then the `endpoint_lost` lines due."""
+    if endpoints is None:
+        return []
+    return [*(endpoints.attached() if attached else ()), *endpoints.drain_lost()]
 
 
 @dataclass(frozen=True)
@@ -90,7 +110,8 @@ class RunInputs:
     is stored; `provider`: the model; `registry`/`ctx`: the tools and their context; `prefix`:
     the frozen prefix (see `runtime.prefix.build_prefix`); `options`: what the run is asked;
     `run_id`: its id (None: a new one; a fork takes `fork.new_run`); `fork`: the plan when the run
-    starts as a fork or successor (DESIGN.md §7); `bill` prices a reply (None: unpriced).
+    starts as a fork or successor (DESIGN.md §7); `bill` prices a reply (None: unpriced);
+    `endpoints`: the run's tool servers, whose attachment and loss the run records.
     """
 
     ledger: Ledger
@@ -103,6 +124,7 @@ class RunInputs:
     run_id: str | None = None
     fork: ForkPlan | None = None
     bill: Bill | None = None
+    endpoints: EndpointLines | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +136,8 @@ class RunChannels:
     aborts an in-flight model call, back-off or tool wave; `steers` (a queue of the person's
     words, or `Steer`s carrying a source and a control signal id) is drained at every safe point;
     `control` links the run to the workspace's control hub (signal ids of cancels, acks once
-    recorded, DESIGN.md §5).
+    recorded, DESIGN.md §5); `ask` is the terminal's approval prompt
+    (`runtime.approvals.Ask`; None: headless, decisions come through the control inbox).
     """
 
     on_event: Callable[[Record], None] | None = None
@@ -122,6 +145,7 @@ class RunChannels:
     cancel: asyncio.Event | None = None
     steers: asyncio.Queue[str | Steer] | None = None
     control: RunControl | None = None
+    ask: Ask | None = None
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,10 @@ DECISIONS: dict[Kind, Decision] = {
     Kind.SIGNAL_ENQUEUED: Decision.IGNORE,
     Kind.EVAL_RUN: Decision.IGNORE,
     Kind.CACHE_RENEWED: Decision.IGNORE,
+    Kind.ENDPOINT_ATTACHED: Decision.IGNORE,
+    Kind.ENDPOINT_LOST: Decision.IGNORE,
+    Kind.APPROVAL_REQUESTED: Decision.IGNORE,
+    Kind.APPROVAL_RESOLVED: Decision.IGNORE,
 }
 """Every `Kind` and what the run fold does with it; a test checks it covers `Kind` exactly."""
 

@@ -15,7 +15,16 @@ from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import Kind
 from runfold.core.messages import reply_blocks
-from runfold.core.payloads import HandoffWritten, ModelReturned, RunFrozen, RunStarted, ToolCalled, ToolResult
+from runfold.core.payloads import (
+    ApprovalRequested,
+    ApprovalResolved,
+    HandoffWritten,
+    ModelReturned,
+    RunFrozen,
+    RunStarted,
+    ToolCalled,
+    ToolResult,
+)
 from runfold.core.records import Draft, Record
 
 RESUME_WHO = "runtime"
@@ -36,6 +45,10 @@ DIED_BEFORE_IT_RAN = (
     "recorded before it acts, so it did not act"
 )
 """`not_started_error`'s `why` for a call of a lost run that has no `tool_called` line."""
+
+DIED_WAITING_FOR_APPROVAL = "the process running the run died while the call waited for approval; it never ran"
+"""`not_started_error`'s `why` (and the `approval_resolved.reason`) for a call a dead process left
+waiting for a person's decision."""
 
 
 def not_started_error(call_id: str, name: str, why: str) -> RunfoldError:
@@ -76,6 +89,8 @@ class DanglingCall:
     name: str
     addr: str | None
     closable: bool = True
+    awaiting_approval: bool = False
+    """The call has an `approval_requested` and no `approval_resolved`: it never acted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +151,8 @@ class _RunState:
     open_calls: dict[str, tuple[int, str]] = field(default_factory=dict)
     asked: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     """The open wave's calls with no `tool_called` yet: id → (reply seq, name, args)."""
+    awaiting: set[str] = field(default_factory=set)
+    """Calls with an `approval_requested` and no `approval_resolved`."""
 
 
 class ResumeScan:
@@ -175,6 +192,11 @@ class ResumeScan:
             answered = rec.typed(ToolResult).tool_use_id
             st.open_calls.pop(answered, None)
             st.asked.pop(answered, None)
+            st.awaiting.discard(answered)
+        elif kind == Kind.APPROVAL_REQUESTED.value:
+            st.awaiting.add(rec.typed(ApprovalRequested).tool_use_id)
+        elif kind == Kind.APPROVAL_RESOLVED.value:
+            st.awaiting.discard(rec.typed(ApprovalResolved).tool_use_id)
         elif kind == Kind.RUN_FROZEN.value:
             st.frozen = True
             st.asked = {}
@@ -190,7 +212,11 @@ class ResumeScan:
         unrecorded: list[UnrecordedCall] = []
         for run, st in self._runs.items():
             for call_id, (seq, name) in st.open_calls.items():
-                dangling.append(DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen))
+                dangling.append(
+                    DanglingCall(
+                        run, seq, call_id, name, st.addr, closable=not st.frozen, awaiting_approval=call_id in st.awaiting
+                    )
+                )
             if not st.frozen and not (st.forked and st.lines == 2):
                 lost.append(
                     LostRun(run, st.first_seq, st.last_seq, st.addr, st.task, st.turns, st.handed_off)
@@ -258,11 +284,14 @@ def resume_drafts(
     drafts: list[Draft] = []
     for lost in plan.lost:
         for call in by_run.get(lost.run, []):
-            result = ToolResult(
-                tool_use_id=call.tool_use_id,
-                name=call.name,
-                error=outcome_unknown_error(call).to_data(),
-            )
+            error = outcome_unknown_error(call)
+            if call.awaiting_approval:  # it never acted: answered as not started
+                resolved = ApprovalResolved(
+                    tool_use_id=call.tool_use_id, decision="denied", by=RESUME_WHO, reason=DIED_WAITING_FOR_APPROVAL
+                )
+                drafts.append(Draft(lost.run, RESUME_WHO, Kind.APPROVAL_RESOLVED.value, resolved, addr=lost.addr))
+                error = not_started_error(call.tool_use_id, call.name, DIED_WAITING_FOR_APPROVAL)
+            result = ToolResult(tool_use_id=call.tool_use_id, name=call.name, error=error.to_data())
             drafts.append(Draft(lost.run, RESUME_WHO, Kind.TOOL_RESULT.value, result, addr=lost.addr))
         for asked in never.get(lost.run, []):
             called = ToolCalled(id=asked.tool_use_id, name=asked.name, args=asked.args)
