@@ -77,7 +77,7 @@ class WorkspaceInitialized(Payload):
 class RunStarted(Payload):
     KIND = Kind.RUN_STARTED
     OPTIONAL = frozenset(
-        {"job", "parent", "predecessor", "dispatched_by", "policy", "opening", "effort", "model"}
+        {"job", "parent", "predecessor", "dispatched_by", "policy", "opening", "effort", "model", "instructions"}
     )
     task: str = ""
     goal: str = ""
@@ -90,6 +90,9 @@ class RunStarted(Payload):
     opening: str | None = None
     effort: str | None = None
     model: str | None = None
+    instructions: list[SkillRef] | None = None
+    """The instruction files (`AGENTS.md`, `CLAUDE.md`) the run read into its prefix: `{name,
+    hash}` each, the bytes in the content store; omitted when there were none."""
 
 
 OPENINGS = ("from_job", "inherited", "with_person")

@@ -24,6 +24,7 @@ from runfold.providers.registry import provider_from_spec
 from runfold.runtime.compaction import model_window
 from runfold.runtime.config import WorkspaceConfig, require_key
 from runfold.runtime.executor import RunLoop
+from runfold.runtime.instructions import read_instructions
 from runfold.runtime.loop_io import RunChannels, RunInputs, RunOptions, RunOutcome
 from runfold.runtime.offload import with_paging
 from runfold.runtime.prefix import build_prefix, tool_specs
@@ -164,6 +165,7 @@ async def _drive_with(
         return dict(hubs[0].send_letter(run_id, room_addr, to, text))
 
     ctx = ToolContext(workspace=host.root, room=room_addr, run_id=run_id, messenger=messenger)
+    instructions = read_instructions(host.root, room_addr)
     prefix = build_prefix(
         dialect=provider.dialect,
         model=provider.model,
@@ -172,6 +174,7 @@ async def _drive_with(
         goal=spec.goal,
         system=spec.system,
         settings=provider.settings,
+        instructions=[i.segment() for i in instructions],
     )
     bill = make_bill(config.prices)
     context = config.context
@@ -186,6 +189,7 @@ async def _drive_with(
         window=window,
         models=config.models,
         approvals={**config.approvals, **(spec.approvals or {})},
+        instructions=[i.pin() for i in instructions],
     )
     if spec.retry is not None:
         options = dataclasses.replace(options, retry=spec.retry)
@@ -193,6 +197,9 @@ async def _drive_with(
     steers = hooks.steers if hooks.steers is not None else asyncio.Queue()
     async with host.shared_writer() as (ledger, hub):
         hubs[0] = hub
+        cas = Cas(host.root)
+        for i in instructions:
+            cas.put(i.raw)  # the bytes the run read, found by their pin
         if room_addr is not None:
             ctx.ensure_room()  # under the writer lock: a refused run creates nothing
         plan = None
@@ -208,7 +215,7 @@ async def _drive_with(
             loop = RunLoop(
                 RunInputs(
                     ledger,
-                    Cas(host.root),
+                    cas,
                     provider,
                     registry,
                     ctx,

@@ -46,15 +46,7 @@ from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
 from runfold.runtime.approvals import Approvals
 from runfold.runtime.compaction import WindowDeps, WindowManager
-from runfold.runtime.loop_io import (
-    FAILED,
-    RunChannels,
-    RunInputs,
-    RunOptions,
-    RunOutcome,
-    Stop,
-    endpoint_lines,
-)
+from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.offload import Offloads
 from runfold.runtime.prefix import Prefix
 from runfold.runtime.regions import RegionEditor
@@ -261,6 +253,7 @@ class RunLoop:
                     opening="with_person",
                     model=self.provider.model,
                     policy=policy or None,
+                    instructions=list(opts.instructions) or None,
                 ),
                 who=opts.who,
             )
@@ -323,9 +316,8 @@ class RunLoop:
                 return Stop("limit", f"the turn ceiling ({self.options.max_turns}) was reached")
             if (stop := self.points.at("before assemble")) is not None:
                 return stop
-            if self.stall.steer is not None:
-                self._write(SteerReceived(source="runtime", text=self.stall.steer), who=RUNTIME)
-                self.stall.steer = None
+            if (corrective := self.stall.take_steer()) is not None:
+                self._write(SteerReceived(source="runtime", text=corrective), who=RUNTIME)
             if self.window is not None:
                 await self.window.at_boundary()  # compaction and reminders (DESIGN.md §10)
             request = self._assemble()
@@ -665,7 +657,7 @@ class RunLoop:
             self._write(ToolOutcome(call.id, call.name, None, err.to_data(), 0).to_payload())
 
     def _endpoint_lines(self, attached: bool = False) -> None:  # attached: at dispatch; lost: since
-        for payload in endpoint_lines(self.endpoints, attached):
+        for payload in self.endpoints.lines(attached):
             self._write(payload, who=RUNTIME)
 
     def _freeze(self, stop: Stop) -> None:

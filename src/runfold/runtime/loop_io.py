@@ -15,7 +15,7 @@ from typing import Final, Protocol
 from runfold.core.errors import RunfoldError
 from runfold.core.fold import ForkPlan
 from runfold.core.fold.runs import RunTally
-from runfold.core.payloads import Evidence, Payload
+from runfold.core.payloads import Evidence, Payload, SkillRef
 from runfold.core.records import Record
 from runfold.core.tokens import ModelLimits
 from runfold.core.window import ContextSettings
@@ -68,7 +68,8 @@ class RunOptions:
     - `models`: the `[models]` table; the context tools' region budgets take the model's window
       from it when `window` is None (`runtime.regions`);
     - `approvals`: the approval policy per tool class (`core.approval`; a class not named is
-      `allow`), recorded in `run_started.policy` when one is not `allow`.
+      `allow`), recorded in `run_started.policy` when one is not `allow`;
+    - `instructions`: the pins of the instruction files the prefix holds (`run_started.instructions`).
     """
 
     task: str
@@ -84,22 +85,22 @@ class RunOptions:
     window: ModelWindow | None = None
     models: Mapping[str, ModelLimits] = field(default_factory=dict)
     approvals: Mapping[str, str] = field(default_factory=dict)
+    instructions: Sequence[SkillRef] = ()
 
 
 class EndpointLines(Protocol):
     """The tool servers of a run as ledger lines (`runfold.tools.mcp.Endpoints` is one):
-    `attached()` once at dispatch, `drain_lost()` for servers lost since the last call."""
+    `lines(attached=True)` once at dispatch (`endpoint_attached`, then any `endpoint_lost`), then
+    `lines(attached=False)` for the servers lost since the last call."""
 
-    def attached(self) -> Sequence[Payload]: ...
-
-    def drain_lost(self) -> Sequence[Payload]: ...
+    def lines(self, attached: bool) -> Sequence[Payload]: ...
 
 
-def endpoint_lines(endpoints: EndpointLines | None, attached: bool) -> list[Payload]:
-    """The `endpoint_attached` lines (when `attached`) then the `endpoint_lost` lines due."""
-    if endpoints is None:
-        return []
-    return [*(endpoints.attached() if attached else ()), *endpoints.drain_lost()]
+class NoEndpoints:
+    """A run without tool servers: no lines."""
+
+    def lines(self, attached: bool) -> Sequence[Payload]:
+        return ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class RunInputs:
     run_id: str | None = None
     fork: ForkPlan | None = None
     bill: Bill | None = None
-    endpoints: EndpointLines | None = None
+    endpoints: EndpointLines = field(default_factory=NoEndpoints)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,11 @@ class StallGuard:
         self._last: tuple[Any, ...] | None = None
         self._repeats = 0
 
+    def take_steer(self) -> str | None:
+        """The corrective steer when one is due (then it is no longer due), else None."""
+        steer, self.steer = self.steer, None
+        return steer
+
     def check(self, blocks: Sequence[Block], calls: Sequence[ToolUseBlock]) -> Stop | None:
         """The same action `STALL_REPEATS` times in a row sets `steer`; once more, the run's
         stop (`E_LOOP_SUSPECTED`)."""

@@ -389,6 +389,10 @@ class Endpoints:
             for e in self.endpoints
         ]
 
+    def lines(self, attached: bool) -> list[EndpointAttached | EndpointLost]:
+        """`attached()` (when `attached`) then `drain_lost()`: the lines due now."""
+        return [*(self.attached() if attached else ()), *self.drain_lost()]
+
     def drain_lost(self) -> list[EndpointLost]:
         """An `endpoint_lost` for every server lost since the last call."""
         out = []
