@@ -106,7 +106,14 @@ def _run_started(d: dict[str, Any], names: RunNames | None = None) -> str:
         f"parent {short_run(parent, names)}" if parent else None,
         f"predecessor {short_run(predecessor, names)}" if predecessor else None,
         f"model {d['model']}" if _s(d, "model") else None,
+        _instructions(d.get("instructions")),
     )
+
+
+def _instructions(pins: Any) -> str | None:
+    if not isinstance(pins, list) or not pins:
+        return None
+    return "instructions " + ", ".join(str(p.get("name")) for p in pins if isinstance(p, dict))
 
 
 def _run_forked(d: dict[str, Any], names: RunNames | None = None) -> str:
