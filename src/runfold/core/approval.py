@@ -14,6 +14,7 @@ from typing import Final, Literal
 
 from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError, invalid_args
 from runfold.core.payloads import ToolResult
+from runfold.core.tool_result import gate_rule
 
 ApprovalClass = Literal["read", "write", "exec", "mcp"]
 Policy = Literal["allow", "ask", "deny"]
@@ -103,6 +104,4 @@ def policy_error(call_id: str, name: str, cls: str) -> RunfoldError:
 def is_denial(result: ToolResult) -> bool:
     """Whether a `tool_result` payload is a person's denial (`denial_error`): its bytes in the
     window are then the person's interaction (cause `interaction`, DESIGN.md §10)."""
-    error = result.error
-    gate = error.get("gate") if error is not None else None
-    return isinstance(gate, dict) and gate.get("rule") == APPROVAL_RULE
+    return gate_rule(result) == APPROVAL_RULE

@@ -109,7 +109,10 @@ async def drive_run(
             if spec.command_line:
                 Path(spec.record).unlink(missing_ok=True)  # a fresh recording per run
             provider = RecordingProvider(provider, spec.record)
-        return await _drive(spec, chosen, config, host, hooks, provider, mother, room_addr)
+        # the MCP servers start before any line is written (one that does not start refuses the
+        # run) and stop once it is frozen
+        async with mcp_started(config.mcp, host.root, host.root / ".runfold" / "logs") as endpoints:
+            return await _drive(spec, chosen, config, host, hooks, provider, mother, room_addr, endpoints)
     finally:
         if isinstance(chosen.model, str):
             await provider.aclose()
@@ -129,22 +132,6 @@ def _registry(builtin: bool | Sequence[str], tools: Sequence[Any], mcp_tools: Se
 
 
 async def _drive(
-    spec: RunSpec,
-    chosen: Resolved,
-    config: WorkspaceConfig,
-    host: RunHost,
-    hooks: RunHooks,
-    provider: Provider,
-    mother: str | None,
-    room_addr: str | None,
-) -> RunOutcome:
-    # the MCP servers start before any line is written (one that does not start refuses the
-    # run) and stop once it is frozen
-    async with mcp_started(config.mcp, host.root, host.root / ".runfold" / "logs") as endpoints:
-        return await _drive_with(spec, chosen, config, host, hooks, provider, mother, room_addr, endpoints)
-
-
-async def _drive_with(
     spec: RunSpec,
     chosen: Resolved,
     config: WorkspaceConfig,

@@ -26,6 +26,7 @@ from runfold.core.payloads import (
     ToolResult,
 )
 from runfold.core.records import Draft, Record
+from runfold.core.tool_result import gate_rule
 
 RESUME_WHO = "runtime"
 """The author of every line resume writes (the run fold recognizes resume's results by it)."""
@@ -71,9 +72,7 @@ def not_started_error(call_id: str, name: str, why: str) -> RunfoldError:
 
 def is_not_started(result: ToolResult) -> bool:
     """Whether a `tool_result` payload is a `not_started_error` (the call never ran)."""
-    error = result.error
-    gate = error.get("gate") if error is not None else None
-    return isinstance(gate, dict) and gate.get("rule") == NOT_STARTED_RULE
+    return gate_rule(result) == NOT_STARTED_RULE
 
 
 @dataclass(frozen=True, slots=True)
