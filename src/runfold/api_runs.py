@@ -11,7 +11,7 @@ and reading a workspace never loads the runtime or the providers.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from runfold.providers.base import Provider, StreamCallback
+    from runfold.runtime.approvals import Ask
     from runfold.runtime.config import WorkspaceConfig
     from runfold.runtime.control import ControlHub, ControlReceipt
     from runfold.runtime.cost import CostReport
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from runfold.store.bare import BareLedger
     from runfold.store.tail import GarbageTail
     from runfold.tools import Tool
+    from runfold.tools.mcp import Listing as McpListing
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,17 @@ class WorkspaceRuns:
 
         return load_config(self._root) if not self._bare else WorkspaceConfig()
 
+    def mcp_servers(self) -> list[McpListing]:
+        """The `[mcp.<name>]` servers of config.toml, each started, asked for its tools and
+        stopped (`runfold.tools.mcp.Listing`: the tools under their tool-table names, or the
+        error that kept the server from starting). Raises `E_CONFIG_INVALID` for a bad config."""
+        import asyncio
+
+        from runfold.tools.mcp import list_servers
+
+        servers = self.settings().mcp
+        return asyncio.run(list_servers(servers, self._root, self._root / ".runfold" / "logs"))
+
     async def arun(
         self,
         task: str,
@@ -215,13 +228,17 @@ class WorkspaceRuns:
         steers: asyncio.Queue[Any] | None = None,
         continues: str | None = None,
         on_durable: Callable[[Record], None] | None = None,
+        approvals: Mapping[str, str] | None = None,
+        ask: Ask | None = None,
     ) -> RunOutcome:
         """Run an agent on `task` to its end and return the outcome (DESIGN.md §5).
 
         What the run is: `goal`, `model`, `room`, `max_turns`, `tools`, `builtin_tools`,
-        `system`, `retry`, `record`, `fork`, `continues`, as the fields of
+        `system`, `retry`, `record`, `fork`, `continues`, `approvals`, as the fields of
         `runfold.runtime.spec.RunSpec` say (None: the `[defaults]` of config.toml); how it is
-        watched: `on_event`, `on_delta`, `cancel`, `steers`, `on_durable`, as `RunHooks` says.
+        watched: `on_event`, `on_delta`, `cancel`, `steers`, `on_durable`, `ask`, as `RunHooks`
+        says. A call waiting for approval (policy `ask`) without an `ask` prompt waits for
+        `send_control(run, "approve"|"deny", call=...)` from any process.
         While it runs, the run is reachable from other processes (`runfold steer`/`cancel`,
         `send_control`) through the workspace's control inbox; `builtin_tools=[...,
         "send_message"]` lets the agent send letters to other runs of this process. Many runs
@@ -235,9 +252,10 @@ class WorkspaceRuns:
         from runfold.runtime.spec import RunHooks, RunSpec
 
         spec = RunSpec(
-            task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, fork, continues
+            task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, fork, continues,
+            approvals=approvals,
         )
-        return await self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable))
+        return await self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable, ask))
 
     async def arun_spec(self, spec: RunSpec, hooks: RunHooks | None = None) -> RunOutcome:
         """Run `spec` (`runfold.runtime.spec.RunSpec`) watched by `hooks`: `arun` with the run
@@ -294,6 +312,8 @@ class WorkspaceRuns:
         steers: asyncio.Queue[Any] | None = None,
         continues: str | None = None,
         on_durable: Callable[[Record], None] | None = None,
+        approvals: Mapping[str, str] | None = None,
+        ask: Ask | None = None,
     ) -> RunOutcome:
         """`arun` from synchronous code (`asyncio.run`); the same arguments, outcome and errors
         (a wrong type of argument is `E_INVALID_ARGS` naming it). Ctrl-C cancels the run at the
@@ -303,9 +323,10 @@ class WorkspaceRuns:
         from runfold.runtime.spec import RunHooks, RunSpec
 
         spec = RunSpec(
-            task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, fork, continues
+            task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, fork, continues,
+            approvals=approvals,
         )
-        return asyncio.run(self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable)))
+        return asyncio.run(self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable, ask)))
 
     async def acontinue(
         self,
@@ -404,11 +425,14 @@ class WorkspaceRuns:
         text: str = "",
         *,
         source: str = "user",
+        call: str = "",
         wait_s: float = 10.0,
         until_recorded: bool = False,
     ) -> ControlReceipt:
         """Steer (`type="steer"`, with `text`) or cancel (`type="cancel"`) the live run `run`
-        (id or prefix) from any process, through the control inbox (DESIGN.md §5–§6).
+        (id or prefix) from any process, through the control inbox (DESIGN.md §5–§6); or decide
+        the call `call` (its `tool_use_id`) that waits for approval: `type="approve"`, or
+        `type="deny"` with the reason in `text`.
         `source` is the `steer_received.source` (`user`, or a letter built with
         `runfold.core.speakers.Letter(...).recorded()`).
 
@@ -421,17 +445,18 @@ class WorkspaceRuns:
         """
         from runfold.runtime.control import send_request
 
-        if type not in ("steer", "cancel"):
-            raise invalid_args("send a control request", repr(type), "use `steer` or `cancel`")
+        if type not in ("steer", "cancel", "approve", "deny"):
+            raise invalid_args("send a control request", repr(type), "use `steer`, `cancel`, `approve` or `deny`")
         self._writable("send a control request", "a bare ledger has no runs to control")
         rid = self.resolve_run(run)
         return send_request(
             self._root,
             self._ledger(),
             rid,
-            "steer" if type == "steer" else "cancel",
+            type,  # type: ignore[arg-type]
             text=text,
             source=source,
+            call=call,
             wait_s=wait_s,
             until_recorded=until_recorded,
         )

@@ -91,6 +91,13 @@ def test_readme_example_runs(index: int, tmp_path: Path, request: pytest.Fixture
         assert "the token is not on the ledger" in proc.stdout
     if "--store" in script:
         assert "ok: 3/3 requests byte-exact" in proc.stdout and "head:" in proc.stdout
+    if "[mcp.seeds]" in script:
+        assert "seeds__sowing_month  (read)" in proc.stdout and "ok: 2/2 requests byte-exact" in proc.stdout
+    if "runfold deny" in script:
+        assert 'denied by person call_2 ("keep todo.md, it is the only copy")' in proc.stdout
+        assert "water the tomatoes" in proc.stdout and "ok: 3/3 requests byte-exact" in proc.stdout
+    if "AGENTS.md" in script:
+        assert "instructions AGENTS.md" in proc.stdout and "ok: 3/3 requests byte-exact" in proc.stdout
     if "outcome.json" in script:
         assert '"completion":"done"' in (tmp_path / "outcome.json").read_text()
 

@@ -41,6 +41,10 @@ DESIGN_RECORD_ONLY = {
     "cache_renewed",
     "secret_captured",
     "session_imported",
+    "endpoint_attached",
+    "endpoint_lost",
+    "approval_requested",
+    "approval_resolved",
 }
 
 

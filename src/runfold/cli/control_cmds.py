@@ -140,10 +140,79 @@ def cancel_cmd(
     _report(receipt, as_json)
 
 
+def approve_cmd(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="The run: its id or a unique prefix.", metavar="RUN")],
+    call: Annotated[str, typer.Argument(help="The waiting call's id (its tool_use_id).", metavar="CALL")],
+    wait: WaitOption = False,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Approve CALL of RUN, which waits for approval in another `runfold` process.
+
+    A call of a tool class whose policy is `ask` (`[approvals]` of config.toml, `runfold run
+    --approve CLASS=ask`) is recorded with `approval_requested` and waits; the run's output and
+    `runfold log --kind approval_requested` name RUN and CALL. The run records
+    `approval_resolved` (approved) and the call acts.
+
+    \b
+    Examples:
+      runfold approve 01a22d10 toolu_01XyZ
+      runfold approve 01a22d10 call_3 --wait --json
+    """
+    _decide(ctx, run, call, "approve", "", wait, workspace, json)
+
+
+def deny_cmd(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="The run: its id or a unique prefix.", metavar="RUN")],
+    call: Annotated[str, typer.Argument(help="The waiting call's id (its tool_use_id).", metavar="CALL")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why: the model reads it in the call's error.", metavar="TEXT")
+    ] = "",
+    wait: WaitOption = False,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Deny CALL of RUN, which waits for approval in another `runfold` process.
+
+    The run records `approval_resolved` (denied, with the reason); the call does not act and its
+    result is an `E_GATE_DENIED` error carrying the reason, which the model reads and answers.
+
+    \b
+    Examples:
+      runfold deny 01a22d10 toolu_01XyZ --reason "do not touch the lockfile; edit package.json"
+    """
+    _decide(ctx, run, call, "deny", reason, wait, workspace, json)
+
+
+def _decide(
+    ctx: typer.Context, run: str, call: str, type: str, reason: str, wait: bool, workspace: Any, json: bool
+) -> None:
+    from runfold.api import Workspace
+
+    as_json = want_json(ctx, json)
+    with Workspace.open(workspace) as ws:
+        receipt = ws.send_control(run, type, reason, call=call, until_recorded=wait)
+    if as_json:
+        echo_json({**_receipt_json(receipt), "call": call})
+        return
+    what = "approval" if type == "approve" else "denial"
+    if receipt.state == "recorded":
+        text = f"{what} of call {call} recorded on run {receipt.run} at seq {receipt.seq}"
+    elif receipt.state == "accepted":
+        text = f"{what} of call {call} handed to run {receipt.run} (owner pid {receipt.owner_pid})"
+    else:
+        text = f"no answer from the owner (pid {receipt.owner_pid}) yet: the {what} stays queued at {receipt.path}"
+    out_console().print(text, markup=False, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `steer` and `cancel` to `app`."""
+    """Add `steer`, `cancel`, `approve` and `deny` to `app`."""
     app.command("steer", epilog=EXIT_CODES_HELP)(steer_cmd)
     app.command("cancel", epilog=EXIT_CODES_HELP)(cancel_cmd)
+    app.command("approve", epilog=EXIT_CODES_HELP)(approve_cmd)
+    app.command("deny", epilog=EXIT_CODES_HELP)(deny_cmd)
 
 
 __all__ = ["register"]

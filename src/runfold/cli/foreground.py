@@ -157,6 +157,10 @@ def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, ev
             printer(rec)
 
     hooks: dict[str, Any] = {"on_durable": on_durable, "on_delta": view.on_delta}
+    if sys.stdin is not None and sys.stdin.isatty():
+        from runfold.cli.approve_prompt import TerminalAsk
+
+        hooks["ask"] = TerminalAsk(view)  # a call to approve asks here (and in the inbox)
     with _late_interrupts_ignored():
         try:
             with view:

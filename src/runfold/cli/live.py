@@ -10,8 +10,9 @@ replaced by the durable reply once its line is written; otherwise it prints plai
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from runfold.cli.summary import head, short_run
@@ -261,3 +262,26 @@ class LiveView:
     def _on_cancel_received(self, record: Record, data: dict[str, Any]) -> None:
         self.waiting = ""
         self.line("cancel received at a safe point: freezing the run as cancelled")
+
+    def _on_approval_requested(self, record: Record, data: dict[str, Any]) -> None:
+        call = _str(data, "tool_use_id")
+        self.line(
+            f"  ? {_str(data, 'tool')} ({_str(data, 'class')}) waits for approval: "
+            f"runfold approve {record.env.run} {call}  |  runfold deny {record.env.run} {call} --reason TEXT"
+        )
+
+    def _on_approval_resolved(self, record: Record, data: dict[str, Any]) -> None:
+        reason = _str(data, "reason")
+        self.line(f"  {_str(data, 'decision')} by {_str(data, 'by')}" + (f": {head(reason, 100)}" if reason else ""))
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The live display stopped for the block (a prompt owns the terminal), then resumed."""
+        live = self._live
+        if live is not None:
+            live.stop()
+        try:
+            yield
+        finally:
+            if live is not None and self._live is live:
+                live.start()

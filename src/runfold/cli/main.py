@@ -94,6 +94,9 @@ def _register() -> None:
     from runfold.cli import view_cmds
 
     view_cmds.register(app)
+    from runfold.cli import mcp_cmds
+
+    mcp_cmds.register(app)
     for info in app.registered_commands:  # one usage-line style for every verb
         if info.cls in (None, TyperCommand):
             info.cls = RunfoldCommand

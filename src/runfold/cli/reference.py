@@ -57,6 +57,10 @@ def summary_table() -> str:
 def reference() -> str:
     """`docs/cli.md`'s body: `runfold --help`, then one section per command with its `--help`."""
     parts = ["## runfold\n", "```text\n" + help_text() + "```\n"]
+    group = _group()
     for name in command_names():
         parts += [f"## runfold {name}\n", "```text\n" + help_text(name) + "```\n"]
+        command = group.get_command(None, name)
+        for sub in getattr(command, "list_commands", lambda _ctx: [])(None):  # a group's verbs
+            parts += [f"## runfold {name} {sub}\n", "```text\n" + help_text(name, sub) + "```\n"]
     return "\n".join(parts)

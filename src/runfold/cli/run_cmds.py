@@ -109,6 +109,22 @@ def run_cmd(
             ),
         ),
     ] = False,
+    approve: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--approve",
+            help=(
+                "CLASS=POLICY, repeatable: the approval policy of a tool class for this run (classes "
+                "read, write, exec, mcp; policies allow, ask, deny), over [approvals] of config.toml."
+            ),
+            show_default=False,
+            metavar="CLASS=POLICY",
+        ),
+    ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help="Allow every tool class for this run (no approval is asked)."),
+    ] = False,
     continue_latest: Annotated[
         bool,
         typer.Option(
@@ -134,24 +150,28 @@ def run_cmd(
       runfold run "tidy notes.md" --events | jq -c 'select(.kind == "tool_result")'
       git diff | runfold run - --goal "a review of the diff"
       runfold run -c "now add the tests"
+      runfold run "clean up the build dir" --approve exec=ask --approve write=ask
     """
     from runfold.runtime.spec import RunSpec
 
     want_json(ctx, json)
     words = read_task(task) if task is not None else None
+    approvals = approval_flags(approve or [], yes)
     if continue_latest:
         if goal or room != "." or record is not None:
             given = "--goal" if goal else "--room" if room != "." else "--record"
             raise invalid_args(
                 "continue the latest run", given, f"{given} applies to a new run: leave it out with --continue"
             )
-        spec = RunSpec(words or "", model=model, max_turns=max_turns, continues="", command_line=True)
+        spec = RunSpec(
+            words or "", model=model, max_turns=max_turns, continues="", command_line=True, approvals=approvals
+        )
     elif words is None:
         raise invalid_args(
             "run an agent", "TASK", "give the task (`-` reads it from standard input), or --continue"
         )
     else:
-        spec = RunSpec(words, goal, model, room, max_turns, record=record, command_line=True)
+        spec = RunSpec(words, goal, model, room, max_turns, record=record, command_line=True, approvals=approvals)
     from runfold.api import Workspace
     from runfold.cli.foreground import run_live
 
@@ -165,6 +185,19 @@ def run_cmd(
             ws.close()
             raise
     run_live(ctx, ws, spec, json, events=events)
+
+
+def approval_flags(flags: list[str], yes: bool) -> dict[str, str] | None:
+    """`--approve CLASS=POLICY` flags (the last for a class wins) and `--yes` (every class
+    `allow`, refused together with a flag) as the run's policies; None when neither is given.
+    Raises `E_INVALID_ARGS` naming a malformed flag."""
+    from runfold.core.approval import CLASSES, parse_flag
+
+    if yes and flags:
+        raise invalid_args("set approval policies", "--yes with --approve", "give --yes or --approve, not both")
+    if yes:
+        return {c: "allow" for c in CLASSES}
+    return dict(parse_flag(f) for f in flags) or None
 
 
 def read_task(task: str) -> str:

@@ -106,7 +106,14 @@ def _run_started(d: dict[str, Any], names: RunNames | None = None) -> str:
         f"parent {short_run(parent, names)}" if parent else None,
         f"predecessor {short_run(predecessor, names)}" if predecessor else None,
         f"model {d['model']}" if _s(d, "model") else None,
+        _instructions(d.get("instructions")),
     )
+
+
+def _instructions(pins: Any) -> str | None:
+    if not isinstance(pins, list) or not pins:
+        return None
+    return "instructions " + ", ".join(str(p.get("name")) for p in pins if isinstance(p, dict))
 
 
 def _run_forked(d: dict[str, Any], names: RunNames | None = None) -> str:
@@ -330,6 +337,27 @@ def _session_imported(d: dict[str, Any]) -> str:
     )
 
 
+def _endpoint_attached(d: dict[str, Any]) -> str:
+    tools = d.get("tools")
+    count = len(tools) if isinstance(tools, list) else 0
+    return _join(_s(d, "kind") or "?", _s(d, "name") or "?", f"({_s(d, 'transport') or '?'})", f"{count} tool(s)")
+
+
+def _endpoint_lost(d: dict[str, Any]) -> str:
+    return f"{_s(d, 'name') or '?'}: {head(_s(d, 'reason') or '', 60)}"
+
+
+def _approval_requested(d: dict[str, Any]) -> str:
+    return _join(_s(d, "tool") or "?", f"[{_s(d, 'class') or '?'}]", _s(d, "tool_use_id"))
+
+
+def _approval_resolved(d: dict[str, Any]) -> str:
+    reason = _s(d, "reason")
+    return _join(
+        _s(d, "decision") or "?", f"by {_s(d, 'by') or '?'}", _s(d, "tool_use_id"), f"({head(reason, 40)})" if reason else None
+    )
+
+
 SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.WORKSPACE_INITIALIZED: _workspace_initialized,
     Kind.RUN_STARTED: _run_started,
@@ -360,6 +388,10 @@ SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.CACHE_RENEWED: _cache_renewed,
     Kind.SECRET_CAPTURED: _secret_captured,
     Kind.SESSION_IMPORTED: _session_imported,
+    Kind.ENDPOINT_ATTACHED: _endpoint_attached,
+    Kind.ENDPOINT_LOST: _endpoint_lost,
+    Kind.APPROVAL_REQUESTED: _approval_requested,
+    Kind.APPROVAL_RESOLVED: _approval_resolved,
 }
 
 

@@ -44,8 +44,8 @@ class Cause(enum.StrEnum):
     """Results of delegated child runs gathered back into the parent's window; no path writes
     it yet."""
     INTERACTION = "interaction"
-    """An exchange with the person outside a steer (an approval asked and answered); no path
-    writes it yet."""
+    """An exchange with the person outside a steer: the `tool_result` of a call the person denied
+    when asked to approve it (`E_GATE_DENIED` with the approval rule and their reason)."""
     RESUME = "resume"
     """Resume closing a call left open by a crash: the `tool_result` error
     `E_TOOL_OUTCOME_UNKNOWN` it writes (DESIGN.md §7)."""

@@ -43,6 +43,10 @@ class Kind(enum.StrEnum):
     CACHE_RENEWED = "cache_renewed"
     SECRET_CAPTURED = "secret_captured"
     SESSION_IMPORTED = "session_imported"
+    ENDPOINT_ATTACHED = "endpoint_attached"
+    ENDPOINT_LOST = "endpoint_lost"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_RESOLVED = "approval_resolved"
 
 
 IN_WINDOW: frozenset[Kind] = frozenset(

@@ -77,7 +77,7 @@ class WorkspaceInitialized(Payload):
 class RunStarted(Payload):
     KIND = Kind.RUN_STARTED
     OPTIONAL = frozenset(
-        {"job", "parent", "predecessor", "dispatched_by", "policy", "opening", "effort", "model", "imported"}
+        {"job", "parent", "predecessor", "dispatched_by", "policy", "opening", "effort", "model", "imported", "instructions"}
     )
     task: str = ""
     goal: str = ""
@@ -92,6 +92,9 @@ class RunStarted(Payload):
     model: str | None = None
     imported: dict[str, Json] | None = None
     """Provenance of a run imported from another tool's session file: `{format, source, session}`."""
+    instructions: list[SkillRef] | None = None
+    """The instruction files (`AGENTS.md`, `CLAUDE.md`) the run read into its prefix: `{name,
+    hash}` each, the bytes in the content store; omitted when there were none."""
 
 
 OPENINGS = ("from_job", "inherited", "with_person")
@@ -433,6 +436,56 @@ class SessionImported(Payload):
     facts: dict[str, Json] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(kw_only=True)
+class EndpointAttached(Payload):
+    """A tool endpoint started with the run: `kind` (`mcp`), the server's configured `name`, its
+    `transport` (`stdio` or `http`) and the tool-table names of its tools, in table order."""
+
+    KIND = Kind.ENDPOINT_ATTACHED
+    kind: str = "mcp"
+    name: str = ""
+    transport: str = ""
+    tools: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True)
+class EndpointLost(Payload):
+    """A tool endpoint stopped answering during the run: its `name` and why (`reason`)."""
+
+    KIND = Kind.ENDPOINT_LOST
+    name: str = ""
+    reason: str = ""
+
+
+@dataclasses.dataclass(kw_only=True)
+class ApprovalRequested(Payload):
+    """A recorded call waits for a person's decision: `tool_use_id`, the `tool` name, its approval
+    `class` (`read`, `write`, `exec`, `mcp`) and the `preview` shown (a diff, a command, the call)."""
+
+    KIND = Kind.APPROVAL_REQUESTED
+    WIRE: ClassVar[dict[str, str]] = {"class_": "class"}
+    tool_use_id: str = ""
+    tool: str = ""
+    class_: str = ""
+    preview: str = ""
+
+
+@dataclasses.dataclass(kw_only=True)
+class ApprovalResolved(Payload):
+    """The decision on an `approval_requested`: `decision` (`approved` or `denied`), `by` whom
+    (`person`, or `runtime` for a call a cancel or a dead process left waiting), an optional
+    `reason`, `via` (`terminal` or `inbox`) and the control `signal` id of an inbox decision."""
+
+    KIND = Kind.APPROVAL_RESOLVED
+    OPTIONAL = frozenset({"reason", "via", "signal"})
+    tool_use_id: str = ""
+    decision: str = ""
+    by: str = ""
+    reason: str | None = None
+    via: str | None = None
+    signal: str | None = None
+
+
 PAYLOADS: dict[Kind, type[Payload]] = {
     cls.KIND: cls
     for cls in (
@@ -465,6 +518,10 @@ PAYLOADS: dict[Kind, type[Payload]] = {
         CacheRenewed,
         SecretCaptured,
         SessionImported,
+        EndpointAttached,
+        EndpointLost,
+        ApprovalRequested,
+        ApprovalResolved,
     )
 }
 

@@ -27,6 +27,13 @@ def tool_result_block(payload: ToolResult) -> ToolResultBlock:
     return _result_block(payload.tool_use_id, encode_json(result).decode("utf-8"), False)
 
 
+def gate_rule(payload: ToolResult) -> str | None:
+    """The `gate.rule` of a `tool_result` payload's error (a refusal by a rule), else None."""
+    gate = payload.error.get("gate") if payload.error is not None else None
+    rule = gate.get("rule") if isinstance(gate, dict) else None
+    return rule if isinstance(rule, str) else None
+
+
 def tool_use_block_of(call: ToolCalled) -> ToolUseBlock:
     """`{kind: tool_use, id, name, input}` for a `tool_called` payload.
 

@@ -24,6 +24,7 @@ from runfold.providers.registry import provider_from_spec
 from runfold.runtime.compaction import model_window
 from runfold.runtime.config import WorkspaceConfig, require_key
 from runfold.runtime.executor import RunLoop
+from runfold.runtime.instructions import read_instructions
 from runfold.runtime.loop_io import RunChannels, RunInputs, RunOptions, RunOutcome
 from runfold.runtime.offload import with_paging
 from runfold.runtime.prefix import build_prefix, tool_specs
@@ -32,6 +33,8 @@ from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
 from runfold.store.cas import Cas
 from runfold.store.view import LedgerWriter
 from runfold.tools import ToolContext, ToolRegistry, builtin_registry
+from runfold.tools.mcp import Endpoints
+from runfold.tools.mcp import started as mcp_started
 
 if TYPE_CHECKING:
     from runfold.runtime.control import ControlHub
@@ -106,13 +109,16 @@ async def drive_run(
             if spec.command_line:
                 Path(spec.record).unlink(missing_ok=True)  # a fresh recording per run
             provider = RecordingProvider(provider, spec.record)
-        return await _drive(spec, chosen, config, host, hooks, provider, mother, room_addr)
+        # the MCP servers start before any line is written (one that does not start refuses the
+        # run) and stop once it is frozen
+        async with mcp_started(config.mcp, host.root, host.root / ".runfold" / "logs") as endpoints:
+            return await _drive(spec, chosen, config, host, hooks, provider, mother, room_addr, endpoints)
     finally:
         if isinstance(chosen.model, str):
             await provider.aclose()
 
 
-def _registry(builtin: bool | Sequence[str], tools: Sequence[Any]) -> ToolRegistry:
+def _registry(builtin: bool | Sequence[str], tools: Sequence[Any], mcp_tools: Sequence[Any] = ()) -> ToolRegistry:
     registry = (
         builtin_registry()
         if builtin is True
@@ -120,7 +126,7 @@ def _registry(builtin: bool | Sequence[str], tools: Sequence[Any]) -> ToolRegist
         if builtin is False
         else builtin_registry(list(builtin))
     )
-    for t in tools:
+    for t in [*tools, *mcp_tools]:
         registry.add(t)
     return with_paging(registry)
 
@@ -134,8 +140,9 @@ async def _drive(
     provider: Provider,
     mother: str | None,
     room_addr: str | None,
+    endpoints: Endpoints,
 ) -> RunOutcome:
-    registry = _registry(chosen.builtin_tools, spec.tools)
+    registry = _registry(chosen.builtin_tools, spec.tools, endpoints.tools)
     run_id = spec.run_id or new_run_id()
     hubs: list[ControlHub | None] = [None]
 
@@ -147,6 +154,7 @@ async def _drive(
     ctx = ToolContext(
         workspace=host.root, room=room_addr, run_id=run_id, messenger=messenger, sandbox=config.exec
     )
+    instructions = read_instructions(host.root, room_addr)
     prefix = build_prefix(
         dialect=provider.dialect,
         model=provider.model,
@@ -155,6 +163,7 @@ async def _drive(
         goal=spec.goal,
         system=spec.system,
         settings=provider.settings,
+        instructions=[i.segment() for i in instructions],
     )
     bill = make_bill(config.prices)
     context = config.context
@@ -168,6 +177,8 @@ async def _drive(
         context=config.context,
         window=window,
         models=config.models,
+        approvals={**config.approvals, **(spec.approvals or {})},
+        instructions=[i.pin() for i in instructions],
     )
     if spec.retry is not None:
         options = dataclasses.replace(options, retry=spec.retry)
@@ -175,6 +186,9 @@ async def _drive(
     steers = hooks.steers if hooks.steers is not None else asyncio.Queue()
     async with host.shared_writer() as (ledger, hub):
         hubs[0] = hub
+        cas = Cas(host.root)
+        for i in instructions:
+            cas.put(i.raw)  # the bytes the run read, found by their pin
         if room_addr is not None:
             ctx.ensure_room()  # under the writer lock: a refused run creates nothing
         plan = None
@@ -190,7 +204,7 @@ async def _drive(
             loop = RunLoop(
                 RunInputs(
                     ledger,
-                    Cas(host.root),
+                    cas,
                     provider,
                     registry,
                     ctx,
@@ -199,6 +213,7 @@ async def _drive(
                     run_id=run_id,
                     fork=plan,
                     bill=bill,
+                    endpoints=endpoints,
                 ),
                 RunChannels(
                     on_event=hooks.on_event,
@@ -206,6 +221,7 @@ async def _drive(
                     cancel=cancel,
                     steers=steers,
                     control=control,
+                    ask=hooks.ask,
                 ),
             )
             outcome = await loop.run()

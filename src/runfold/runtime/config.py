@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from runfold.core.approval import Policy, parse_policies
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.tokens import ModelLimits, merge_models
 from runfold.core.window import ContextSettings, parse_context
@@ -24,12 +25,15 @@ from runfold.providers.registry import DEFAULT_SPEC, SECTIONS, SPEC_FORMS, Provi
 from runfold.runtime.pricing import Price, parse_prices
 from runfold.store.backend import StoreUrl, parse_store_url
 from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
+from runfold.tools.mcp import SERVER_KEYS, SERVER_NAME, McpServer
 from runfold.tools.sandbox import SANDBOX_MODES, ExecSettings
 
 CONFIG_NAME = "config.toml"
 """The settings file's name inside `<workspace>/.runfold/`."""
 
-TOP_KEYS: tuple[str, ...] = ("store", "defaults", "prices", "providers", "context", "models", "tools")
+TOP_KEYS: tuple[str, ...] = (
+    "store", "defaults", "prices", "providers", "context", "models", "tools", "mcp", "approvals"
+)
 EXEC_KEYS: tuple[str, ...] = ("sandbox", "network")
 DEFAULT_KEYS: tuple[str, ...] = ("model", "max_turns", "tools")
 PROVIDER_FAMILIES: tuple[str, ...] = tuple(SECTIONS)
@@ -108,6 +112,27 @@ tools = ["read_file", "write_file", "edit_file", "list_dir", "search", "exec"]
 # [models."my-model"]
 # context_window = 32768
 # max_output_tokens = 4096
+
+# Approvals per tool class: "allow" (run it), "ask" (show what it will do and wait for a person:
+# at the terminal, or `runfold approve RUN CALL` / `runfold deny RUN CALL`), "deny" (refuse it).
+# read: tools that change nothing; write: write_file, edit_file and other writing tools; exec: the
+# exec tool; mcp: every MCP server's tool. `runfold run --approve CLASS=POLICY` or `--yes` win.
+# [approvals]
+# read = "allow"
+# write = "ask"
+# exec = "ask"
+# mcp = "ask"
+
+# MCP servers, started with every run and stopped with it (needs `pip install 'runfold[mcp]'`).
+# Their tools join the tool table as <server>__<tool>. ${VAR} in env and headers is read from
+# the environment, so keys stay out of this file.
+# [mcp.files]
+# command = "npx"
+# args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+# env = { LOG_LEVEL = "info" }
+# [mcp.tracker]
+# url = "http://127.0.0.1:8765/mcp"
+# headers = { Authorization = "Bearer ${TRACKER_TOKEN}" }
 """
 
 
@@ -126,9 +151,11 @@ class WorkspaceConfig:
     """The checked contents of config.toml: `defaults`, `prices` (model → `Price`), `providers`
     (family → its typed section, e.g. `SdkSection`; a family without a table is absent),
     `context` (the window's budgets, `core.window.ContextSettings`), `models` (model name →
-    its context window and output limit: runfold's table with `[models."<name>"]` applied) and
-    `exec` (`[tools.exec]`: how `exec` is sandboxed, `tools.sandbox.ExecSettings`) and `store`
-    (the ledger's PostgreSQL store, `runfold.store.backend.StoreUrl`; None: files)."""
+    its context window and output limit: runfold's table with `[models."<name>"]` applied),
+    `exec` (`[tools.exec]`: how `exec` is sandboxed, `tools.sandbox.ExecSettings`), `store`
+    (the ledger's PostgreSQL store, `runfold.store.backend.StoreUrl`; None: files), `mcp` (the
+    `[mcp.<name>]` servers, in file order, `runfold.tools.mcp.McpServer`) and `approvals` (tool
+    class → `allow`|`ask`|`deny`, `core.approval`; a class not named: `allow`)."""
 
     defaults: Defaults = Defaults()
     prices: dict[str, Price] = field(default_factory=dict)
@@ -138,6 +165,8 @@ class WorkspaceConfig:
     exec: ExecSettings = field(default_factory=ExecSettings)
     store: StoreUrl | None = None
     """The ledger's store (top-level `store = "postgresql://…"`); None: the file ledger."""
+    mcp: tuple[McpServer, ...] = ()
+    approvals: dict[str, Policy] = field(default_factory=dict)
 
     @property
     def model(self) -> str:
@@ -250,8 +279,72 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
         models = merge_models(models_table)
     except RunfoldError as err:  # the core names the table; the file it came from is known here
         raise RunfoldError(err.code, err.action, where, err.recovery, nearby=err.nearby) from None
+    mcp_table = data.get("mcp", {})
+    if not isinstance(mcp_table, Mapping):
+        raise _bad(where, "mcp", "make [mcp.<name>] tables")
+    servers = tuple(_mcp_server(where, str(name), table) for name, table in mcp_table.items())
+    approvals_table = data.get("approvals", {})
+    if not isinstance(approvals_table, Mapping):
+        raise _bad(where, "approvals", 'make [approvals] a table of class = "allow" | "ask" | "deny"')
+    try:
+        approvals = parse_policies(approvals_table, f"{where} [approvals]")
+    except RunfoldError as err:
+        raise RunfoldError(ErrorCode.CONFIG_INVALID, err.action, err.subject, err.recovery, nearby=err.nearby) from None
     store = parse_store_url(data["store"], f"{where}: store") if "store" in data else None
-    return WorkspaceConfig(defaults, prices, providers, context, models, _exec_settings(data, where), store)
+    return WorkspaceConfig(
+        defaults, prices, providers, context, models, _exec_settings(data, where), store, servers, approvals
+    )
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _mcp_server(where: str, name: str, table: Any) -> McpServer:
+    """`[mcp.<name>]` checked into an `McpServer`: `E_CONFIG_INVALID` naming the key for an
+    unknown key, a wrong type, a bad name, or neither/both of `command` and `url`."""
+    key = f"mcp.{name}"
+    subject = f"{where} [{key}]"
+    if not SERVER_NAME.match(name):
+        raise _bad(where, key, "name the server with 1-32 letters, digits, `_` or `-` (it prefixes its tools' names)", subject=subject)
+    if not isinstance(table, Mapping):
+        raise _bad(where, key, "make it a table with `command` (stdio) or `url` (streamable HTTP)", subject=subject)
+    for k in table:
+        if k not in SERVER_KEYS:
+            raise _unknown(where, str(k), SERVER_KEYS, f"{subject} {k}")
+    command, url = table.get("command"), table.get("url")
+    if (command is None) == (url is None):
+        raise _bad(where, key, "give exactly one of `command` (a stdio server) or `url` (a streamable HTTP server)", subject=subject)
+    checks: tuple[tuple[str, Any, str], ...] = (
+        ("command", lambda v: isinstance(v, str) and v.strip() != "", "a program name or path"),
+        ("url", lambda v: isinstance(v, str) and v.startswith(("http://", "https://")), "an http:// or https:// URL"),
+        ("args", lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v), "a list of strings"),
+        ("env", _strings, "a table of string values"),
+        ("headers", _strings, "a table of string values"),
+        ("cwd", lambda v: isinstance(v, str), "a directory relative to the workspace"),
+        (
+            "startup_timeout_s",
+            lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0,
+            "a number of seconds > 0",
+        ),
+    )
+    for k, fits, wanted in checks:
+        if k in table and not fits(table[k]):
+            raise _bad(where, f"{key}.{k}", f"give {wanted}", subject=f"{subject} {k}")
+    if command is None and ("args" in table or "env" in table or "cwd" in table):
+        raise _bad(where, key, "`args`, `env` and `cwd` belong to a stdio server (`command`); remove them", subject=subject)
+    if url is None and "headers" in table:
+        raise _bad(where, key, "`headers` belong to an HTTP server (`url`); remove them", subject=subject)
+    return McpServer(
+        name=name,
+        command=command,
+        args=tuple(table.get("args", ())),
+        env=dict(table.get("env", {})),
+        cwd=table.get("cwd"),
+        url=url,
+        headers=dict(table.get("headers", {})),
+        startup_timeout_s=float(table.get("startup_timeout_s", 30.0)),
+    )
 
 
 def _exec_settings(data: Mapping[str, Any], where: str) -> ExecSettings:

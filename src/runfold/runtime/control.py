@@ -24,6 +24,7 @@ from runfold.core.kinds import Kind
 from runfold.core.payloads import CancelReceived, SteerReceived
 from runfold.core.records import Draft, Record
 from runfold.core.speakers import Letter, Person, Runtime, parse_source
+from runfold.runtime.approvals import Decision, Waiting
 from runfold.runtime.resume import ResumeReport, resume_ledger
 from runfold.store.control import (
     MAX_REQUEST_BYTES,
@@ -41,7 +42,7 @@ POLL_S: Final = 0.1
 ACK_WAIT_S: Final = 10.0
 """How long a sender waits for the owner's ack, in seconds."""
 
-_SIGNAL_KINDS = (Kind.STEER_RECEIVED.value, Kind.CANCEL_RECEIVED.value)
+_SIGNAL_KINDS = (Kind.STEER_RECEIVED.value, Kind.CANCEL_RECEIVED.value, Kind.APPROVAL_RESOLVED.value)
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,8 @@ def inbox_pending(ws: Path, ledger: LedgerWriter) -> Callable[[str], Sequence[Dr
         drafts: list[Draft] = []
         cancelled = False
         for req in wanted:
+            if req.type not in ("steer", "cancel"):
+                continue  # a decision for a call of a dead run: refused by settle_inbox
             if req.signal in state.signals or (req.type == "cancel" and cancelled):
                 continue
             if req.type == "steer" and not req.text.strip():
@@ -251,6 +254,7 @@ class RunControl:
         self.cancel = cancel
         self.steers = steers
         self.cancel_signal: str | None = None
+        self.waiting = Waiting()  # calls waiting for `runfold approve`/`deny`
         self.handed: set[str] = set()
         self.recorded_signals: set[str] = set()
 
@@ -384,6 +388,12 @@ class ControlHub:
         problem = inbox_source_problem(req.source)
         if problem is not None:
             return problem
+        if req.type in ("approve", "deny"):
+            decision = Decision(req.type == "approve", req.text.strip() or None, "inbox", req.signal)
+            refusal = ctl.waiting.deliver(req.call, decision)
+            if refusal is None:
+                ctl.handed.add(req.signal)
+            return refusal
         if req.type == "cancel":
             if ctl.cancel_signal is not None or ctl.cancel.is_set():
                 return f"run {req.run} is already being cancelled"
@@ -512,12 +522,14 @@ def send_request(
     *,
     text: str = "",
     source: str = "user",
+    call: str = "",
     wait_s: float = ACK_WAIT_S,
     until_recorded: bool = False,
     poll_s: float = 0.05,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ControlReceipt:
-    """Send a steer or cancel for the full run id `run` to the workspace's owner and wait for its
+    """Send a steer, a cancel, or an approve/deny of the waiting `call` (a `tool_use_id`) for the
+    full run id `run` to the workspace's owner and wait for its
     ack (DESIGN.md §5): up to `wait_s` s for `accepted`, and with `until_recorded` until the run
     recorded it (then `seq` is set; the wait for the recording has no ceiling but the run's
     life: a run that ends first refuses it).
@@ -528,7 +540,9 @@ def send_request(
     `E_INVALID_ARGS` with the owner's reason when it refused the request. When no ack comes in
     time the receipt's state is `queued` and `path` names the file left in the inbox.
     """
-    what = "steer the run" if type == "steer" else "cancel the run"
+    what = {"steer": "steer the run", "cancel": "cancel the run", "approve": "approve the call", "deny": "deny the call"}[type]
+    if type in ("approve", "deny") and not call.strip():
+        raise invalid_args(what, "CALL", "name the waiting call by its id (`runfold log --kind approval_requested`)")
     parse_source(source)  # E_INVALID_ARGS for a source this build does not write
     problem = inbox_source_problem(source)
     if problem is not None:
@@ -549,7 +563,7 @@ def send_request(
             f'nothing was queued; `runfold continue {run} --task "..."` to go on with your words',
             retry=Retry.NO,
         )
-    req = ControlRequest(new_signal_id(), run, type, source, text, now_ms())
+    req = ControlRequest(new_signal_id(), run, type, source, text, now_ms(), call.strip())
     path = cd.write_request(req)
     deadline = time.monotonic() + wait_s
     while True:

@@ -45,6 +45,7 @@ from runfold.core.render.incremental import IncrementalRenderer
 from runfold.core.render.spec import Rendered
 from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
+from runfold.runtime.approvals import Approvals
 from runfold.runtime.compaction import WindowDeps, WindowManager
 from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.offload import Offloads
@@ -133,6 +134,8 @@ class RunLoop:
         self.redactor = inputs.redactor or run_redactor(self.provider)
         self._captured: SecretCaptured | None = None
         self._steer: str | None = None
+        self.endpoints = inputs.endpoints
+        self.approvals = Approvals.of(self, channels)
         self._tool_ids: set[str] = set()
         self._held_delivered = False
         self._callback_error: Exception | None = None
@@ -246,7 +249,8 @@ class RunLoop:
                     "the task",
                     "give the task in words; providers refuse an empty opening",
                 )
-            policy: dict[str, Any] = {}
+            asked = {c: p for c, p in opts.approvals.items() if p != "allow"}
+            policy: dict[str, Any] = {"approvals": asked} if asked else {}
             if opts.max_turns is not None:
                 policy["max_turns"] = opts.max_turns
             self._write(
@@ -257,11 +261,13 @@ class RunLoop:
                     opening="with_person",
                     model=self.provider.model,
                     policy=policy or None,
+                    instructions=list(opts.instructions) or None,
                 ),
                 who=opts.who,
             )
         if opts.note is not None:
             self._write(SteerReceived(source="runtime", text=opts.note), who=RUNTIME)
+        self._endpoint_lines(attached=True)
         reraise: BaseException | None = None
         try:
             stop = await self._turns()
@@ -583,6 +589,7 @@ class RunLoop:
                         first_position=self._position,
                         cache=self.cache,
                         before_write=before_write,
+                        approval=self.approvals,
                     ),
                     False,
                 )
@@ -621,6 +628,7 @@ class RunLoop:
         for j in range(state["next"], min(len(reqs), len(outcomes))):
             write_pair(j, outcomes[j])
         self._position += len(reqs)
+        self._endpoint_lines()
         if outer is not None:
             raise outer
         if cancelled:
@@ -649,7 +657,12 @@ class RunLoop:
                 err = not_started_error(call.id, call.name, why)
             self._write(ToolOutcome(call.id, call.name, None, err.to_data(), 0).to_payload())
 
+    def _endpoint_lines(self, attached: bool = False) -> None:  # attached: at dispatch; lost: since
+        for payload in self.endpoints.lines(attached):
+            self._write(payload, who=RUNTIME)
+
     async def _freeze(self, stop: Stop) -> None:
+        self._endpoint_lines()
         self._complete_wave(
             CANCELLED_BEFORE_IT_RAN if stop.completion == "cancelled" else f"the run stopped before it ran: {stop.reason[:300]}"
         )

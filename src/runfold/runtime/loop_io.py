@@ -10,17 +10,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from runfold.core.errors import RunfoldError
 from runfold.core.fold import ForkPlan
 from runfold.core.fold.runs import RunTally
-from runfold.core.payloads import Evidence
+from runfold.core.payloads import Evidence, Payload, SkillRef
 from runfold.core.records import Record
 from runfold.core.secrets import Redactor
 from runfold.core.tokens import ModelLimits
 from runfold.core.window import ContextSettings
 from runfold.providers.base import Provider, StreamCallback, Usage
+from runfold.runtime.approvals import Ask
 from runfold.runtime.control import RunControl, Steer
 from runfold.runtime.cost import usage_of
 from runfold.runtime.prefix import Prefix
@@ -66,7 +67,10 @@ class RunOptions:
     - `window`: the model's window and output reserve (`runtime.compaction.ModelWindow`); None:
       the window is not managed (no compaction, no reminders).
     - `models`: the `[models]` table; the context tools' region budgets take the model's window
-      from it when `window` is None (`runtime.regions`).
+      from it when `window` is None (`runtime.regions`);
+    - `approvals`: the approval policy per tool class (`core.approval`; a class not named is
+      `allow`), recorded in `run_started.policy` when one is not `allow`;
+    - `instructions`: the pins of the instruction files the prefix holds (`run_started.instructions`).
     """
 
     task: str
@@ -81,6 +85,23 @@ class RunOptions:
     context: ContextSettings = field(default_factory=ContextSettings)
     window: ModelWindow | None = None
     models: Mapping[str, ModelLimits] = field(default_factory=dict)
+    approvals: Mapping[str, str] = field(default_factory=dict)
+    instructions: Sequence[SkillRef] = ()
+
+
+class EndpointLines(Protocol):
+    """The tool servers of a run as ledger lines (`runfold.tools.mcp.Endpoints` is one):
+    `lines(attached=True)` once at dispatch (`endpoint_attached`, then any `endpoint_lost`), then
+    `lines(attached=False)` for the servers lost since the last call."""
+
+    def lines(self, attached: bool) -> Sequence[Payload]: ...
+
+
+class NoEndpoints:
+    """A run without tool servers: no lines."""
+
+    def lines(self, attached: bool) -> Sequence[Payload]:
+        return ()
 
 
 @dataclass(frozen=True)
@@ -93,7 +114,8 @@ class RunInputs:
     `run_id`: its id (None: a new one; a fork takes `fork.new_run`); `fork`: the plan when the run
     starts as a fork or successor (DESIGN.md §7); `bill` prices a reply (None: unpriced);
     `redactor` replaces secrets in every line the run writes (None: the secrets of this process's
-    environment and the provider's credentials, `runtime.redaction.run_redactor`).
+    environment and the provider's credentials, `runtime.redaction.run_redactor`); `endpoints`:
+    the run's tool servers, whose attachment and loss the run records.
     """
 
     ledger: LedgerWriter
@@ -107,6 +129,7 @@ class RunInputs:
     fork: ForkPlan | None = None
     bill: Bill | None = None
     redactor: Redactor | None = None
+    endpoints: EndpointLines = field(default_factory=NoEndpoints)
 
 
 @dataclass(frozen=True)
@@ -118,7 +141,8 @@ class RunChannels:
     aborts an in-flight model call, back-off or tool wave; `steers` (a queue of the person's
     words, or `Steer`s carrying a source and a control signal id) is drained at every safe point;
     `control` links the run to the workspace's control hub (signal ids of cancels, acks once
-    recorded, DESIGN.md §5).
+    recorded, DESIGN.md §5); `ask` is the terminal's approval prompt
+    (`runtime.approvals.Ask`; None: headless, decisions come through the control inbox).
     """
 
     on_event: Callable[[Record], None] | None = None
@@ -126,6 +150,7 @@ class RunChannels:
     cancel: asyncio.Event | None = None
     steers: asyncio.Queue[str | Steer] | None = None
     control: RunControl | None = None
+    ask: Ask | None = None
 
 
 @dataclass(frozen=True)

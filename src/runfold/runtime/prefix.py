@@ -220,15 +220,18 @@ def build_prefix(
     goal: str = "",
     system: str | None = None,
     settings: CallSettings | None = None,
+    instructions: Sequence[SystemSegment] = (),
 ) -> Prefix:
     """The frozen prefix of a new run: segments `workspace` (the default text, or `system`),
     `room`, `run` (the goal; blank and not sent when there is none), then the tool table, and
-    the provider's call `settings` (None: the defaults). `cache_key` is `stable_cache_key` of them. The prefix returned is read back from its own
+    the provider's call `settings` (None: the defaults); the `instructions` segments (instruction
+    files, `runtime.instructions`) come between `room` and `run`. `cache_key` is `stable_cache_key` of them. The prefix returned is read back from its own
     stored document (see `Prefix.load`), so live requests and replayed ones render alike."""
     settings = settings if settings is not None else CallSettings()
     segments = (
         SystemSegment("workspace", system if system is not None else WORKSPACE_TEXT, edge=True),
         SystemSegment("room", room_text(room), edge=True),
+        *instructions,
         SystemSegment("run", goal_text(goal)),
     )
     built = Prefix(

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runfold.core.approval import parse_policies
 from runfold.core.errors import invalid_args
 from runfold.core.ids import RunId, is_run_id, run_id_v7
 from runfold.core.records import Record
@@ -22,6 +23,7 @@ from runfold.store.ledger import now_ms
 
 if TYPE_CHECKING:
     from runfold.providers.base import Provider, StreamCallback
+    from runfold.runtime.approvals import Ask
     from runfold.runtime.retry import RetryPolicy
     from runfold.tools import Tool
 
@@ -62,6 +64,8 @@ class RunSpec:
     - `fork`: `(run, at_seq)`, start as a fork of that run (id or prefix) cut at the last safe
       point ≤ `at_seq` (DESIGN.md §7); `continues`: a frozen run (id or prefix) this run is the
       successor of (a fork at its last line, with a `runtime:` note saying why it continues);
+    - `approvals`: approval policies per tool class (`read`, `write`, `exec`, `mcp` →
+      `allow`|`ask`|`deny`) laid over `[approvals]` of config.toml (None: the config's alone);
     - `command_line`: asked on the command line: the model's API key is required before the run
       starts (`require_key`), `record` starts a fresh file, and errors name the command's
       options (`--max-turns`);
@@ -87,6 +91,7 @@ class RunSpec:
     continues: str | None = None
     command_line: bool = False
     run_id: str | None = None
+    approvals: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -103,6 +108,8 @@ class RunSpec:
             given = f"--max-turns {self.max_turns}" if self.command_line else f"max_turns={self.max_turns}"
             ceiling = f"a ceiling of {self.max_turns} turns ({given})"
             raise invalid_args(action, ceiling, "give a turn ceiling of at least 1")
+        if self.approvals is not None:
+            parse_policies(self.approvals, "--approve" if self.command_line else "approvals")
 
     @property
     def origin(self) -> str | None:
@@ -137,6 +144,7 @@ _SHAPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ),
     ("continues", lambda v: v is None or isinstance(v, str), "a run id or prefix"),
     ("run_id", lambda v: v is None or (isinstance(v, str) and is_run_id(v)), "a lowercase UUID"),
+    ("approvals", lambda v: v is None or isinstance(v, Mapping), "a mapping of tool class to policy"),
 )
 
 
@@ -161,7 +169,9 @@ class RunHooks:
       `steer_received` at the next safe point (strings or `runfold.runtime.control.Steer`s,
       DESIGN.md §6);
     - `on_durable(record)`: every line of the run once it is durable (after the fsync of its
-      batch, in seq order).
+      batch, in seq order);
+    - `ask(request)`: the terminal's approval prompt for a call whose class's policy is `ask`
+      (`runfold.runtime.approvals.Ask`); None: the run waits for `runfold approve`/`deny`.
     """
 
     on_event: Callable[[Record], None] | None = None
@@ -169,3 +179,4 @@ class RunHooks:
     cancel: asyncio.Event | None = None
     steers: asyncio.Queue[Any] | None = None
     on_durable: Callable[[Record], None] | None = None
+    ask: Ask | None = None

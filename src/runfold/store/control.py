@@ -26,8 +26,10 @@ from runfold.store.durable import fsync_dir, replace_durably
 from runfold.store.layout import Layout
 from runfold.store.locks import LockHeld, lock_held, take_pid_lock
 
-SIGNAL_TYPES: Final = ("steer", "cancel")
-"""`type` of a request: words for the run (`steer_received`) or a cancel (`cancel_received`)."""
+SIGNAL_TYPES: Final = ("steer", "cancel", "approve", "deny")
+"""`type` of a request: words for the run (`steer_received`), a cancel (`cancel_received`), or
+a decision on a call waiting for approval (`approval_resolved`; `call` names it, `text` is the
+reason of a denial)."""
 ACK_STATES: Final = ("accepted", "refused", "recorded")
 """`state` of an ack: handed to the live run (lands at its next safe point), refused (with
 `reason`), or recorded in the ledger (with `seq`)."""
@@ -40,7 +42,7 @@ STALE_S: Final = 3600.0
 """Age in seconds after which `ControlDir.prune` deletes an ack nobody read (its request is
 gone) and a temporary file a killed writer left."""
 
-SignalType = Literal["steer", "cancel"]
+SignalType = Literal["steer", "cancel", "approve", "deny"]
 AckState = Literal["accepted", "refused", "recorded"]
 
 
@@ -58,9 +60,10 @@ def is_signal_id(value: str) -> bool:
 @dataclass(frozen=True)
 class ControlRequest:
     """One request in the inbox: `signal` (its id, also the file name), `run` (the target's full
-    id), `type` (`steer`|`cancel`), `source` (the `steer_received.source` wire form: `user`, or a
-    letter's `@<addr> run=<id> kind=steer sender=<state>`), `text` (the words; empty for a cancel)
-    and `sent_at_ms` (UTC ms, the sender's clock)."""
+    id), `type` (`steer`|`cancel`|`approve`|`deny`), `source` (the `steer_received.source` wire
+    form: `user`, or a letter's `@<addr> run=<id> kind=steer sender=<state>`), `text` (the words;
+    empty for a cancel; a denial's reason), `sent_at_ms` (UTC ms, the sender's clock) and `call`
+    (the `tool_use_id` an approve or deny decides)."""
 
     signal: str
     run: str
@@ -68,18 +71,20 @@ class ControlRequest:
     source: str = "user"
     text: str = ""
     sent_at_ms: int = 0
+    call: str = ""
 
     def to_json(self) -> bytes:
-        return orjson.dumps(
-            {
-                "signal": self.signal,
-                "run": self.run,
-                "type": self.type,
-                "source": self.source,
-                "text": self.text,
-                "sent_at_ms": self.sent_at_ms,
-            }
-        )
+        obj: dict[str, Any] = {
+            "signal": self.signal,
+            "run": self.run,
+            "type": self.type,
+            "source": self.source,
+            "text": self.text,
+            "sent_at_ms": self.sent_at_ms,
+        }
+        if self.call:
+            obj["call"] = self.call
+        return orjson.dumps(obj)
 
     @classmethod
     def from_json(cls, raw: bytes, where: str) -> ControlRequest:
@@ -92,20 +97,23 @@ class ControlRequest:
             raise invalid_args("read control request", where, "the file is not a JSON object; delete it")
         signal, run, kind = obj.get("signal"), obj.get("run"), obj.get("type")
         source, text, sent = obj.get("source", "user"), obj.get("text", ""), obj.get("sent_at_ms", 0)
+        call = obj.get("call", "")
         problem = None
         if not isinstance(signal, str) or not is_signal_id(signal):
             problem = "`signal` is not a signal id"
         elif not isinstance(run, str) or not is_run_id(run):
             problem = "`run` is not a run id"
         elif kind not in SIGNAL_TYPES:
-            problem = "`type` is not steer or cancel"
+            problem = "`type` is not steer, cancel, approve or deny"
         elif not isinstance(source, str) or not isinstance(text, str):
             problem = "`source` or `text` is not a string"
         elif not isinstance(sent, int) or isinstance(sent, bool):
             problem = "`sent_at_ms` is not an integer"
+        elif not isinstance(call, str) or (kind in ("approve", "deny")) != bool(call):
+            problem = "`call` must name the call of an approve or deny, and only then"
         if problem is not None:
             raise invalid_args(f"read control request ({problem})", where, "delete the file and send again")
-        return cls(signal, run, kind, source, text, sent)  # type: ignore[arg-type]
+        return cls(signal, run, kind, source, text, sent, call)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -174,6 +174,16 @@ class DuplicateCallCache:
         return position
 
 
+class Approval(Protocol):
+    """The approval step of a wave (`runfold.runtime.approvals.Approvals` is one): `needs(tool)`
+    says whether a call of `tool` must pass it; `decide(call, tool, args)` is awaited once the
+    call's `tool_called` is durable and returns None (it may act) or the outcome it gets instead."""
+
+    def needs(self, tool: Tool) -> bool: ...
+
+    async def decide(self, call: ToolCallRequest, tool: Tool, args: Any) -> ToolOutcome | None: ...
+
+
 BeforeWrite = Callable[[ToolCallRequest, Sequence[ToolOutcome]], Awaitable[None]]
 """`await before_write(call, earlier)`: called before a writing tool acts; `earlier` holds the
 outcomes of every earlier call of the wave, in call order (all finished by then)."""
@@ -245,14 +255,19 @@ class _Prepared:
     tool: Tool | None
     args: dict[str, Any] | None
     done: ToolOutcome | None  # answered without running (unknown tool, bad args, cached)
+    gated: bool = False  # passes the approval step first (it then runs alone, as a write)
 
     @property
     def writes(self) -> bool:
-        return self.done is None and self.tool is not None and self.tool.effect == "write"
+        return self.done is None and self.tool is not None and (self.tool.effect == "write" or self.gated)
 
 
 def _prepare(
-    call: ToolCallRequest, position: int, registry: ToolRegistry, cache: DuplicateCallCache | None
+    call: ToolCallRequest,
+    position: int,
+    registry: ToolRegistry,
+    cache: DuplicateCallCache | None,
+    approval: Approval | None = None,
 ) -> _Prepared:
     start = time.perf_counter_ns()
     if cache is not None:
@@ -271,7 +286,7 @@ def _prepare(
         return _Prepared(
             call, None, None, ToolOutcome(call.id, call.name, None, err.to_data(), _us_since(start))
         )
-    return _Prepared(call, found, args, None)
+    return _Prepared(call, found, args, None, approval is not None and approval.needs(found))
 
 
 async def _run_one(prep: _Prepared, ctx: ToolContext) -> ToolOutcome:
@@ -329,6 +344,7 @@ async def execute_wave(
     first_position: int = 0,
     cache: DuplicateCallCache | None = None,
     before_write: BeforeWrite | None = None,
+    approval: Approval | None = None,
 ) -> list[ToolOutcome]:
     """Execute one wave and return one outcome per call, in call order.
 
@@ -346,10 +362,13 @@ async def execute_wave(
       (ValueError) or `E_TOOL_OUTCOME_UNKNOWN` (anything else); one that exceeds
       `ctx.tool_timeout_s` answers `E_TIMEOUT` (a sync tool's thread cannot be stopped and may
       finish later); one cancelled on its own answers `E_TOOL_OUTCOME_UNKNOWN`.
+    - With an `approval`, a call it `needs` runs alone, like a write: after `before_write` it
+      waits for `approval.decide`, and a call that is not allowed gets the outcome it returns
+      instead of running.
     - When the wave itself is cancelled, `WaveCancelled` (a CancelledError) is raised carrying an
       outcome for every call (see there).
     """
-    prepared = [_prepare(c, first_position + i, registry, cache) for i, c in enumerate(calls)]
+    prepared = [_prepare(c, first_position + i, registry, cache, approval) for i, c in enumerate(calls)]
     outcomes: list[ToolOutcome | None] = [p.done for p in prepared]
     running: dict[int, asyncio.Task[ToolOutcome]] = {}
 
@@ -365,6 +384,7 @@ async def execute_wave(
                 continue
             if prepared[i].writes:
                 call_ctx = ctx
+                held = None
                 if before_write is not None:
                     held, answered = await _prelaunch(prepared[i], ctx)
                     if answered is not None:
@@ -381,6 +401,15 @@ async def execute_wave(
                         if held is not None:
                             await held.abort()
                         raise
+                p = prepared[i]
+                if p.gated and approval is not None and p.tool is not None:
+                    refused = await approval.decide(p.call, p.tool, p.args)
+                    if refused is not None:
+                        if held is not None:
+                            await held.abort()
+                        outcomes[i] = refused
+                        i += 1
+                        continue
                 since = time.perf_counter_ns()
                 running = {i: asyncio.create_task(_run_one(prepared[i], call_ctx))}
                 outcomes[i] = await running[i]

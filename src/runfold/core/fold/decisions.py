@@ -78,6 +78,10 @@ DECISIONS: dict[Kind, Decision] = {
     Kind.CACHE_RENEWED: Decision.IGNORE,
     Kind.SECRET_CAPTURED: Decision.IGNORE,
     Kind.SESSION_IMPORTED: Decision.IGNORE,
+    Kind.ENDPOINT_ATTACHED: Decision.IGNORE,
+    Kind.ENDPOINT_LOST: Decision.IGNORE,
+    Kind.APPROVAL_REQUESTED: Decision.IGNORE,
+    Kind.APPROVAL_RESOLVED: Decision.IGNORE,
 }
 """Every `Kind` and what the run fold does with it; a test checks it covers `Kind` exactly."""
 

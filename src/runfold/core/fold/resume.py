@@ -15,8 +15,18 @@ from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import Kind
 from runfold.core.messages import reply_blocks
-from runfold.core.payloads import HandoffWritten, ModelReturned, RunFrozen, RunStarted, ToolCalled, ToolResult
+from runfold.core.payloads import (
+    ApprovalRequested,
+    ApprovalResolved,
+    HandoffWritten,
+    ModelReturned,
+    RunFrozen,
+    RunStarted,
+    ToolCalled,
+    ToolResult,
+)
 from runfold.core.records import Draft, Record
+from runfold.core.tool_result import gate_rule
 
 RESUME_WHO = "runtime"
 """The author of every line resume writes (the run fold recognizes resume's results by it)."""
@@ -36,6 +46,10 @@ DIED_BEFORE_IT_RAN = (
     "recorded before it acts, so it did not act"
 )
 """`not_started_error`'s `why` for a call of a lost run that has no `tool_called` line."""
+
+DIED_WAITING_FOR_APPROVAL = "the process running the run died while the call waited for approval; it never ran"
+"""`not_started_error`'s `why` (and the `approval_resolved.reason`) for a call a dead process left
+waiting for a person's decision."""
 
 
 def not_started_error(call_id: str, name: str, why: str) -> RunfoldError:
@@ -58,9 +72,7 @@ def not_started_error(call_id: str, name: str, why: str) -> RunfoldError:
 
 def is_not_started(result: ToolResult) -> bool:
     """Whether a `tool_result` payload is a `not_started_error` (the call never ran)."""
-    error = result.error
-    gate = error.get("gate") if error is not None else None
-    return isinstance(gate, dict) and gate.get("rule") == NOT_STARTED_RULE
+    return gate_rule(result) == NOT_STARTED_RULE
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +91,8 @@ class DanglingCall:
     closable: bool = True
     pgid: int | None = None
     pstart: int | None = None
+    awaiting_approval: bool = False
+    """The call has an `approval_requested` and no `approval_resolved`: it never acted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +153,8 @@ class _RunState:
     open_calls: dict[str, tuple[int, str, int | None, int | None]] = field(default_factory=dict)
     asked: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     """The open wave's calls with no `tool_called` yet: id → (reply seq, name, args)."""
+    awaiting: set[str] = field(default_factory=set)
+    """Calls with an `approval_requested` and no `approval_resolved`."""
 
 
 class ResumeScan:
@@ -178,6 +194,11 @@ class ResumeScan:
             answered = rec.typed(ToolResult).tool_use_id
             st.open_calls.pop(answered, None)
             st.asked.pop(answered, None)
+            st.awaiting.discard(answered)
+        elif kind == Kind.APPROVAL_REQUESTED.value:
+            st.awaiting.add(rec.typed(ApprovalRequested).tool_use_id)
+        elif kind == Kind.APPROVAL_RESOLVED.value:
+            st.awaiting.discard(rec.typed(ApprovalResolved).tool_use_id)
         elif kind == Kind.RUN_FROZEN.value:
             st.frozen = True
             st.asked = {}
@@ -194,7 +215,17 @@ class ResumeScan:
         for run, st in self._runs.items():
             for call_id, (seq, name, pgid, pstart) in st.open_calls.items():
                 dangling.append(
-                    DanglingCall(run, seq, call_id, name, st.addr, closable=not st.frozen, pgid=pgid, pstart=pstart)
+                    DanglingCall(
+                        run,
+                        seq,
+                        call_id,
+                        name,
+                        st.addr,
+                        closable=not st.frozen,
+                        pgid=pgid,
+                        pstart=pstart,
+                        awaiting_approval=call_id in st.awaiting,
+                    )
                 )
             if not st.frozen and not (st.forked and st.lines == 2):
                 lost.append(
@@ -269,11 +300,14 @@ def resume_drafts(
     drafts: list[Draft] = []
     for lost in plan.lost:
         for call in by_run.get(lost.run, []):
-            result = ToolResult(
-                tool_use_id=call.tool_use_id,
-                name=call.name,
-                error=outcome_unknown_error(call, call.tool_use_id in killed).to_data(),
-            )
+            error = outcome_unknown_error(call, call.tool_use_id in killed)
+            if call.awaiting_approval:  # it never acted: answered as not started
+                resolved = ApprovalResolved(
+                    tool_use_id=call.tool_use_id, decision="denied", by=RESUME_WHO, reason=DIED_WAITING_FOR_APPROVAL
+                )
+                drafts.append(Draft(lost.run, RESUME_WHO, Kind.APPROVAL_RESOLVED.value, resolved, addr=lost.addr))
+                error = not_started_error(call.tool_use_id, call.name, DIED_WAITING_FOR_APPROVAL)
+            result = ToolResult(tool_use_id=call.tool_use_id, name=call.name, error=error.to_data())
             drafts.append(Draft(lost.run, RESUME_WHO, Kind.TOOL_RESULT.value, result, addr=lost.addr))
         for asked in never.get(lost.run, []):
             called = ToolCalled(id=asked.tool_use_id, name=asked.name, args=asked.args)

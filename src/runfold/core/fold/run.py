@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn, assert_never
 
+from runfold.core.approval import is_denial
 from runfold.core.causes import Cause
 from runfold.core.compaction import Change, apply_change, is_compaction_call, landings_after, steer_cause
 from runfold.core.conversation import BlockSource, Conversation
@@ -288,6 +289,10 @@ class _Folder:
                 | Kind.CACHE_RENEWED
                 | Kind.SECRET_CAPTURED
                 | Kind.SESSION_IMPORTED
+                | Kind.ENDPOINT_ATTACHED
+                | Kind.ENDPOINT_LOST
+                | Kind.APPROVAL_REQUESTED
+                | Kind.APPROVAL_RESOLVED
             ):
                 pass  # record-only: never decides request bytes
             case _:
@@ -412,7 +417,8 @@ class _Folder:
             )
         if call_id in wave.results:
             corrupt(rec, "data.tool_use_id", f"call {call_id!r} was already answered in this wave")
-        cause = "resume" if closed_by_resume(rec, result) else "tool_result"  # DESIGN.md §7
+        # DESIGN.md §7 (resume), §10 (a person's denial is their interaction)
+        cause = "resume" if closed_by_resume(rec, result) else "interaction" if is_denial(result) else "tool_result"
         block = tool_result_block(result)
         if call_id in wave.offloads:
             block = {**block, "content": offloaded_content(wave.offloads.pop(call_id))}
