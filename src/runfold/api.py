@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from runfold.api_runs import WorkspaceRuns
 from runfold.core import fold as fold_api
+from runfold.core.chain import Fault, LineRefused, refuse
 from runfold.core.errors import invalid_args
 from runfold.core.ids import WORKSPACE_RUN
 from runfold.core.kinds import KNOWN_KIND_NAMES
@@ -424,13 +425,16 @@ class Workspace(WorkspaceRuns):
         else:
             source = ledger.records(since=since or 0)
         out: list[Record] = []
-        for record in source:
+        stream = iter(source)
+        for record in stream:
             if since is not None and record.seq < since:
                 continue
             if kinds is not None and record.env.kind not in kinds:
                 continue
             out.append(record)
             if limit is not None and len(out) >= limit:
+                if run is None:  # the stream stopped early: the line after proves this one's bytes
+                    _check_linked(stream, record)
                 break
         return out
 
@@ -648,3 +652,23 @@ def _nearby_runs(key: str, runs: list[str]) -> list[str]:
     ranked = sorted(runs, key=lambda r: (-shared(r), r))
     best = shared(ranked[0]) if ranked else 0
     return [r for r in ranked if shared(r) == best][:_NEARBY_MAX] if ranked else []
+
+
+def _check_linked(stream: Iterator[Record], last: Record) -> None:
+    """Read one more line of `stream` (a verified read that stopped at `last`): the shared line
+    checker then proves `last`'s bytes, since the next line's prev (or, at the tail, the head)
+    must be their hash. A line edited in place passes its own checks and breaks only the link
+    after it; that refusal is attributed to `last`, as `verify` attributes it (DESIGN.md §3)."""
+    try:
+        next(stream, None)
+    except LineRefused as exc:
+        if exc.fault is not Fault.CHAIN_BREAK or exc.seq != last.seq + 1:
+            raise
+        raise refuse(
+            Fault.CHAIN_BREAK,
+            exc.line_no - 1,
+            last.seq,
+            f"its bytes no longer hash to the prev of line {exc.line_no}: this line was changed "
+            "after it was written, or lines are missing after it",
+            exc.subject,
+        ) from None

@@ -370,6 +370,17 @@ def test_responses_accepts_string_input_and_easy_messages() -> None:
     assert validate("openai-responses", easy) == []
 
 
+def test_responses_refuses_two_reasoning_items_in_a_row_before_a_call() -> None:
+    """The API answers 400 "Item 'rs_…' of type 'reasoning' was provided without its required
+    following item" for the first of two adjacent reasoning items: only the second has one."""
+    r1 = {"type": "reasoning", "id": "rs_1", "encrypted_content": "e1", "summary": []}
+    r2 = {"type": "reasoning", "id": "rs_2", "encrypted_content": "e2", "summary": []}
+    found = validate("openai-responses", resp(u_item("go"), r1, r2, call_item("c1"), out_item("c1")))
+    assert [(v.rule, v.index) for v in found] == [("reasoning-adjacent", 1)]
+    assert "followed by a reasoning item" in found[0].message and "only the last" in found[0].message
+    assert validate("openai-responses", resp(u_item("go"), r2, call_item("c1"), out_item("c1"))) == []
+
+
 # ---- inference, errors --------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import re
 import shlex
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -103,23 +103,47 @@ def _console_class() -> type[Console]:
     (rich's default exits 1, which would read as "verification failed"); defined on first use
     so that commands printing nothing through rich never import it."""
     from rich.console import Console
+    from rich.segment import Segment
+    from rich.text import Text
+
+    from runfold.cli.visible import visible
+
+    def shown(obj: Any) -> Any:
+        if isinstance(obj, str):
+            return visible(obj)
+        if isinstance(obj, Text) and visible(obj.plain) != obj.plain:
+            copy = obj.copy()
+            copy.plain = visible(obj.plain)  # one for one: the spans stay where they were
+            return copy
+        return obj
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             self.quiet = True
             raise BrokenPipeError
 
+        def print(self, *objects: Any, **options: Any) -> None:
+            super().print(*(shown(o) for o in objects), **options)
+
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            # what reached the buffer another way (a live display's renderables): rich's own
+            # control segments pass, every other text is made visible
+            return super()._render_buffer(
+                s if s.control else Segment(visible(s.text), s.style, s.control) for s in buffer
+            )
+
     return _Console
 
 
 def out_console() -> Console:
-    """A console on the current stdout (created per call so test runners' captures work)."""
-    return _console_class()(file=sys.stdout, highlight=False, soft_wrap=True)
+    """A console on the current stdout (created per call so test runners' captures work). It
+    prints control characters visibly (`cli.visible`) and never reads markup in text."""
+    return _console_class()(file=sys.stdout, highlight=False, soft_wrap=True, markup=False)
 
 
 def err_console() -> Console:
-    """A console on the current stderr."""
-    return _console_class()(file=sys.stderr, highlight=False, soft_wrap=True)
+    """A console on the current stderr, printing as `out_console` does."""
+    return _console_class()(file=sys.stderr, highlight=False, soft_wrap=True, markup=False)
 
 
 def json_line(obj: Any) -> str:

@@ -7,6 +7,7 @@ workspace they refuse plainly and queue nothing. Built on `Workspace.send_contro
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -70,7 +71,20 @@ def _report(r: ControlReceipt, as_json: bool) -> None:
 def steer_cmd(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="The run to steer: its id or a unique prefix.", metavar="RUN")],
-    text: Annotated[str, typer.Argument(help="The words to deliver.", metavar="TEXT")],
+    text: Annotated[
+        str | None,
+        typer.Argument(help="The words to deliver; - reads them from standard input.", metavar="TEXT"),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="Read the words from this UTF-8 file instead of TEXT (up to the inbox's 4 MiB; "
+            "a command-line argument stops near 128 KiB).",
+            metavar="PATH",
+        ),
+    ] = None,
     from_addr: Annotated[
         str | None,
         typer.Option(
@@ -98,11 +112,20 @@ def steer_cmd(
     Examples:
       runfold steer 01a22d10 "use the staging database, not prod"
       runfold steer 01a22d10 "tests pass on my side" --from lab/room2 --wait
+      runfold steer 01a22d10 --file review.md
+      git diff | runfold steer 01a22d10 -
     """
     from runfold.api import Workspace
     from runfold.core.speakers import Letter
 
     as_json = want_json(ctx, json)
+    text = _steer_text(text, file)
+    if from_addr is not None:  # refused before anything is opened: the grammar and reserved names
+        from runfold.runtime.control import inbox_source_problem
+
+        problem = inbox_source_problem(Letter(from_=from_addr.removeprefix("@"), kind="steer").recorded())
+        if problem is not None:
+            raise invalid_args("steer the run", f"--from {from_addr}", problem)
     with Workspace.open(workspace) as ws:
         source = "user"
         if from_addr is not None:
@@ -112,6 +135,51 @@ def steer_cmd(
             raise invalid_args("steer the run", "--from-run", "give --from ADDR too (the sender's room)")
         receipt = ws.send_control(run, "steer", text, source=source, until_recorded=wait)
     _report(receipt, as_json)
+
+
+def _steer_text(text: str | None, file: Path | None) -> str:
+    """The words of a steer: TEXT, the file `--file` names, or standard input for TEXT `-`
+    (one trailing line break cut from a file or stdin). At most the inbox's request size is
+    read. Raises `E_INVALID_ARGS` for none or both, a terminal on stdin, an unreadable file, or
+    bytes that are not UTF-8."""
+    import sys
+
+    from runfold.store.control import MAX_REQUEST_BYTES
+
+    action = "steer the run"
+    if file is not None and text is not None:
+        raise invalid_args(action, "TEXT with --file", "give the words once: as TEXT, with --file PATH, or - to read stdin")
+    if file is None and text is None:
+        raise invalid_args(
+            action,
+            "TEXT",
+            "give the words: as TEXT, with --file PATH, or - to read them from standard input "
+            "(see `runfold steer --help`)",
+        )
+    if file is None and text != "-":
+        assert text is not None
+        return text
+    subject = f"--file {file}" if file is not None else "TEXT -"
+    if file is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise invalid_args(action, subject, "pipe the words in (`echo 'use staging' | runfold steer RUN -`)")
+        data = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
+    else:
+        try:
+            with open(file, "rb") as f:
+                data = f.read(MAX_REQUEST_BYTES + 1)
+        except OSError as exc:
+            raise invalid_args(action, subject, f"the file cannot be read ({exc.strerror}); give a readable file") from None
+    try:
+        words = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start >= MAX_REQUEST_BYTES - 3:  # cut inside a character at the read limit: too long anyway
+            words = data[: exc.start].decode("utf-8")
+        else:
+            raise invalid_args(
+                action, subject, f"the words are not UTF-8 text (byte {exc.start}); give UTF-8 text"
+            ) from None
+    return words.removesuffix("\n").removesuffix("\r")
 
 
 def cancel_cmd(

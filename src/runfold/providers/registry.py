@@ -72,6 +72,8 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
     if not text:
         raise _bad(spec, "empty")
     if text == "local" or text.startswith("local:"):
+        if text.endswith(":"):
+            raise _bad(spec, "no model name after `local:`; `local` alone is the embedded model")
         return "local", text.partition(":")[2], None
     family, sep, rest = text.partition(":")
     if not sep:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from runfold.core.address import RESERVED_SEGMENT
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.kinds import Kind
 from runfold.core.payloads import CancelReceived, SteerReceived
@@ -112,6 +113,11 @@ def inbox_source_problem(source: str) -> str | None:
         return (
             f"a request may speak as the person (`user`) or as a letter (`@<address>`), "
             f"not as the runtime ({source!r})"
+        )
+    if isinstance(speaker, Letter) and any(s.casefold() == RESERVED_SEGMENT for s in speaker.from_.split("/")):
+        return (
+            f"a letter comes from a room, and `.runfold` is reserved: no agent works there "
+            f"({speaker.from_!r}); give the sending room's address, such as `lab/room2`"
         )
     return None
 

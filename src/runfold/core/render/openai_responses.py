@@ -44,7 +44,8 @@ def render(spec: RequestSpec) -> Rendered:
     text → `message` items with `output_text`; tool calls → `function_call {call_id, name,
     arguments}` (arguments verbatim); reasoning produced by `openai-responses` for this model →
     `reasoning {encrypted_content, summary: []}` kept only when an item of the same reply follows
-    it. The reasoning item's `id` is not sent: with `store: false` the API would look it up and
+    it (of several reasoning blocks in a row, only the last: the API refuses a reasoning item
+    followed by another, see `core.validate.openai_responses.reasoning_at`). The reasoning item's `id` is not sent: with `store: false` the API would look it up and
     fail, while the encrypted content is self-contained. Raises `E_INVALID_ARGS` like
     `anthropic.render`.
     """
@@ -103,7 +104,7 @@ def _assistant(spec: RequestSpec, blocks: list[Block]) -> list[dict[str, Any]]:
     open_text: dict[str, Any] | None = None  # the message item adjacent text blocks join
 
     def emit(item: dict[str, Any]) -> None:
-        items.extend(pending)
+        items.extend(pending[-1:])  # of several in a row only the last has its following item
         pending.clear()
         items.append(item)
 

@@ -1,7 +1,8 @@
 """The OpenAI Responses grammar: what `POST /v1/responses` accepts as its `input` item list.
 
 Calls are `function_call` items answered by `function_call_output` items with the same
-`call_id`; reasoning items must be immediately followed by the item they produced (DESIGN.md §8).
+`call_id`; each reasoning item must be immediately followed by the item it produced, never by
+another reasoning item (DESIGN.md §8; the rule and its sources at `reasoning_at`).
 Violations carry the `input[i]` item index. Keeping a wave's outputs together right after its
 calls is runfold's own demand (its conversation always renders waves whole).
 """
@@ -242,32 +243,38 @@ def _check_message(report: Report, i: int, path: str, item: dict[str, Any]) -> N
 
 
 def _check_reasoning(report: Report, items: list[Any]) -> None:
-    """A reasoning item (or a run of them) must be immediately followed by the assistant-side item
-    it produced: a call or an assistant message."""
+    """Each reasoning item must be immediately followed by the assistant-side item it produced: a
+    call or an assistant message, never another reasoning item (see `reasoning_at`)."""
     for i in range(len(items)):
         reasoning_at(report, items, i)
 
 
 def reasoning_at(report: Report, items: list[Any], i: int) -> None:
-    """The `reasoning-adjacent` check of item i (it reads the items up to the first one after
-    i that is not reasoning)."""
+    """The `reasoning-adjacent` check of item i (it reads item i + 1).
+
+    The rule is the API's: a reasoning item sent as input needs its *required following item*
+    right after it, and another reasoning item is not one. The API refuses such input with 400
+    "Item 'rs_…' of type 'reasoning' was provided without its required following item." — also
+    for two reasoning items in a row, which the API itself sometimes returns in one output:
+    replaying them as they came is refused, and clients drop the leading unpaired ones (reported
+    in https://github.com/openai/codex/issues/1235, worked around in
+    https://github.com/UKGovernmentBEIS/inspect_ai/pull/1990 by not playing back leading
+    consecutive reasoning items). runfold's renderer sends only the last reasoning item of such a
+    run, directly before the item that followed it (`core.render.openai_responses`)."""
     item = items[i]
     if item_type(item) != "reasoning":
         return
-    k = i + 1
-    while k < len(items) and item_type(items[k]) == "reasoning":
-        k += 1  # consecutive reasoning items of one output share the item that follows them
-    nxt = items[k] if k < len(items) else None
-    if nxt is not None and _assistant_side(nxt):
+    nxt = items[i + 1] if i + 1 < len(items) else None
+    if nxt is not None and item_type(nxt) != "reasoning" and _assistant_side(nxt):
         return
     rid = item.get("id")
     label = f"reasoning item {rid!r}" if isinstance(rid, str) else "the reasoning item"
     what = "ends the input" if nxt is None else f"is followed by a {item_type(nxt) or 'malformed'} item"
     if nxt is not None and item_type(nxt) == "message":
         what = f"is followed by a {nxt.get('role')} message"
-    report.add(
-        i,
-        "reasoning-adjacent",
-        f"input[{i}]",
-        f"{label} {what}; keep it directly before the call or message it produced",
+    instead = (
+        "send only the last reasoning item of a run, directly before the call or message it produced"
+        if nxt is not None and item_type(nxt) == "reasoning"
+        else "keep it directly before the call or message it produced"
     )
+    report.add(i, "reasoning-adjacent", f"input[{i}]", f"{label} {what}; {instead}")

@@ -208,7 +208,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "reasoning-adjacent",
-        "a reasoning item is immediately followed by the item it produced (a call or an assistant message)",
+        "a reasoning item is immediately followed by the item it produced (a call or an assistant "
+        "message), never by another reasoning item",
         (OPENAI_RESPONSES,),
         {OPENAI_RESPONSES: "Item of type 'reasoning' was provided without its required following item."},
     ),
