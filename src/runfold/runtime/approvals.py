@@ -147,7 +147,7 @@ def preview_of(tool: Tool, args: Mapping[str, Any], ctx: ToolContext) -> str:
 
 class Approvals:
     """One run's approval step. `policies`: class → policy (missing classes `allow`);
-    `write(payload, who)` stages a line of the run; `flush()` makes it durable; `waiting`: the
+    `write(payload, who)` stages a line of the run; `await flush()` makes it durable (shared with the other runs of the loop, DESIGN.md §3 group commit); `waiting`: the
     hub's table of waiting calls (None: no other process can answer); `cancel`: the run's
     cancel event; `ask`: the terminal's prompt (None: headless)."""
 
@@ -156,7 +156,7 @@ class Approvals:
         run_id: str,
         policies: Mapping[str, Policy],
         write: Callable[[Payload, str], Record],
-        flush: Callable[[], object],
+        flush: Callable[[], Awaitable[object]],
         ctx: ToolContext,
         *,
         waiting: Waiting | None = None,
@@ -216,7 +216,7 @@ class Approvals:
         self.write(
             ApprovalRequested(tool_use_id=call.id, tool=call.name, class_=cls, preview=request.preview), RUNTIME
         )
-        self.flush()  # durable before anyone is asked: a resume finds the call waiting
+        await self.flush()  # durable before anyone is asked: a resume finds the call waiting
         try:
             decision = await self._wait(request)
         except asyncio.CancelledError:
@@ -238,7 +238,7 @@ class Approvals:
             ),
             "person",
         )
-        self.flush()
+        await self.flush()
         if decision.signal is not None and self.acknowledge is not None:
             self.acknowledge(decision.signal, rec.seq)
         if decision.approved:
