@@ -274,24 +274,11 @@ class _Folder:
             case Kind.SIGNAL_CONSUMED | Kind.RUN_POLICY_CHANGED:
                 pass  # in-window, but no conversation bytes change (see Decision.NO_WINDOW_EFFECT)
             case (
-                Kind.WORKSPACE_INITIALIZED
-                | Kind.SESSION_OPENED
-                | Kind.CHECKPOINT_COMMITTED
-                | Kind.HANDOFF_WRITTEN
-                | Kind.CANCEL_RECEIVED
-                | Kind.WATCHDOG_FIRED
-                | Kind.BUDGET_LIMIT
-                | Kind.PROVIDER_DEGRADED
-                | Kind.GATE_DENIED
-                | Kind.LOG_TRUNCATED
-                | Kind.SIGNAL_ENQUEUED
-                | Kind.EVAL_RUN
-                | Kind.CACHE_RENEWED
-                | Kind.SECRET_CAPTURED
-                | Kind.SESSION_IMPORTED
-                | Kind.ENDPOINT_ATTACHED
-                | Kind.ENDPOINT_LOST
-                | Kind.APPROVAL_REQUESTED
+                Kind.WORKSPACE_INITIALIZED | Kind.SESSION_OPENED | Kind.CHECKPOINT_COMMITTED
+                | Kind.HANDOFF_WRITTEN | Kind.CANCEL_RECEIVED | Kind.WATCHDOG_FIRED | Kind.BUDGET_LIMIT
+                | Kind.PROVIDER_DEGRADED | Kind.GATE_DENIED | Kind.LOG_TRUNCATED | Kind.SIGNAL_ENQUEUED
+                | Kind.EVAL_RUN | Kind.CACHE_RENEWED | Kind.SECRET_CAPTURED | Kind.SESSION_IMPORTED
+                | Kind.ENDPOINT_ATTACHED | Kind.ENDPOINT_LOST | Kind.APPROVAL_REQUESTED
                 | Kind.APPROVAL_RESOLVED
             ):
                 pass  # record-only: never decides request bytes
