@@ -100,7 +100,8 @@ def test_continue_refuses_unknown_runs_and_bad_ceilings(tmp_path: Path) -> None:
 
 def test_resume_suggests_prefixes_that_resolve(tmp_path: Path) -> None:
     """Runs started together share their first 8 characters: every `runfold continue X` that
-    resume suggests must name exactly one run (found by a person following it)."""
+    resume suggests must name exactly one run, now and after later runs (found by a person
+    following it): the suggestion gives the whole id."""
     from runfold.providers.scripted import ScriptedProvider
 
     ws = tmp_path / "ws"
@@ -113,6 +114,7 @@ def test_resume_suggests_prefixes_that_resolve(tmp_path: Path) -> None:
     suggested = [line.split()[2] for line in out.splitlines() if line.strip().startswith("runfold continue")]
     assert len(suggested) == 3
     assert sorted(Workspace.open(ws).resolve_run(p) for p in suggested) == sorted(w.runs())
+    assert sorted(suggested) == sorted(w.runs())
 
 
 def test_usage_errors_answer_in_json_when_asked(tmp_path: Path) -> None:

@@ -24,6 +24,9 @@ def test_cli_import_auto_says_what_it_detected(tmp_path: Path) -> None:
     assert res.code == 0, res
     assert "detected as claude-code" in res.out
     assert "4 replies, 2 tool calls, 2 results" in res.out
+    # the `next:` commands give the whole id: a prefix the next fork or continue shares turns ambiguous
+    (imported,) = ws.runs()
+    assert f"next: runfold conversation {imported} " in res.out and f"runfold continue {imported} " in res.out
     res = run_cli(
         "import", "openhands", FIXTURES / "openhands-fix-add.json", "-w", ws.root, "--json", cwd=tmp_path
     )

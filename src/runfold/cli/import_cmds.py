@@ -112,7 +112,7 @@ def import_cmd(
     if report.skipped:
         what = "position carries" if report.skipped == 1 else "positions carry"
         con.print(f"  {report.skipped} source {what} nothing the model saw (listed in the map)", markup=False)
-    first = short[report.runs[0].run]
+    first = report.runs[0].run  # whole: a `next:` command never becomes ambiguous
     con.print(
         f"next: runfold conversation {first}{where} · runfold verify{where} · "
         f"runfold continue {first} --model SPEC{where}",

@@ -138,7 +138,7 @@ def resume_cmd(
         shown_waiting, more = _newest(list(waiting), every, "waiting runs", where)
         lines += [
             f"  {short[s.run]}  {status_text(s)}  {_head(s.task)}"
-            f"\n      runfold continue {short[s.run]}{where}  [--task TEXT] [--model SPEC]"
+            f"\n      runfold continue {s.run}{where}  [--task TEXT] [--model SPEC]"
             for s in shown_waiting
         ]
         lines += more
