@@ -253,3 +253,33 @@ def test_a_loopback_server_answers_only_to_its_own_host_names(ws: tuple[Path, st
         assert _client(root, guard).get("/", headers={"Host": name}).status_code == 200
     rebound = _client(root, guard).get("/", headers={"Host": "attacker.example:8765"})
     assert rebound.status_code == 421 and "Host" in rebound.text
+
+
+def test_the_printed_url_answers_at_once(tmp_path: Path) -> None:
+    """`runfold view` prints its URL only once the socket listens: a client that connects the
+    moment it reads the URL is answered, never refused (found by a first-time user with curl)."""
+    import re
+    import subprocess
+    import sys
+
+    import httpx
+    from web_support import env
+
+    root = tmp_path / "ws"
+    Workspace.init(root).close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runfold", "view", "-w", str(root), "--port", "0"],
+        cwd=root,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        found = re.search(r"(http://\S+/)", proc.stdout.readline())
+        assert found
+        assert httpx.get(found.group(1) + "static/app.css", timeout=60).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -77,6 +77,7 @@ def view_cmd(
             str(ws.root),
             "pick another port with --port N (0 picks a free one), or stop what listens there",
         ) from None
+    sock.listen(128)  # a client that connects as soon as the URL is printed waits, never is refused
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/"
