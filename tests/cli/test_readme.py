@@ -83,7 +83,7 @@ def test_readme_example_runs(index: int, tmp_path: Path, request: pytest.Fixture
     if "def shout" in script:
         assert "done 2 2/2 requests byte-exact" in proc.stdout
     if "runfold why" in script:
-        assert "calibrated: 133‰ tokens per byte over 3 billed calls" in proc.stdout
+        assert "calibrated: 128‰ tokens per byte over 3 billed calls" in proc.stdout
         assert "sent at seq 9" in proc.stdout and proc.stdout.endswith("\n9\n")
     if "sandbox-session.jsonl" in script:
         assert "1 replaced DEPLOY_TOKEN in tool_result.result.stdout" in proc.stdout

@@ -398,18 +398,18 @@ def _window_lines(report: WhyReport) -> list[str]:
         else:
             sent = ", not sent: no request followed the cut"
         lines.append(
-            f"request at the cut: {req.dialect}, {req.bytes} B, {req.tokens.tokens} tokens "
+            f"request at the cut: {req.dialect}, {count(req.bytes)} B, {count(req.tokens.tokens)} tokens "
             f"({_method(req.tokens)}){sent}"
         )
     lines.append("regions (tokens against the budgets of [context]):")
     for use in report.regions_used():
-        budget = f"budget {use.budget:>7}" if use.budget is not None else "budget       -"
+        budget = f"budget {count(use.budget):>7}" if use.budget is not None else "budget       -"
         if use.budget is not None and use.tokens.tokens > use.budget:
             budget += " OVER"
         share = f" ({use.budget_permille}‰)" if use.budget_permille is not None else ""
         of_window = f"  {use.window_permille}‰ of the window" if use.window_permille is not None else ""
         lines.append(
-            f"  {use.region:<14} {use.bytes:>8} B  {use.tokens.tokens:>7} tok  {budget}{share}{of_window}"
+            f"  {use.region:<14} {count(use.bytes):>8} B  {count(use.tokens.tokens):>7} tok  {budget}{share}{of_window}"
         )
     methods = {_method(u.tokens) for u in report.regions_used()}
     lines.append(f"  region tokens by {', '.join(sorted(methods))}")
@@ -444,11 +444,11 @@ def _why_bytes(view: WindowView, as_json: bool) -> None:
         )
         return
     con = out_console()
-    con.print(f"run {report.run}  cut at seq {report.cut}: request {len(att.body)} bytes", markup=False)
+    con.print(f"run {report.run}  cut at seq {report.cut}: request {count(len(att.body))} bytes", markup=False)
     for (seq, cause), n in owners:
         where = f"seq {seq}" if seq is not None else "no line"
-        con.print(f"  {where:<12} {cause or UNATTRIBUTED:<14} {n:>9} B", markup=False)
-    con.print(f"  {'total':<27} {sum(n for _, n in owners):>9} B", markup=False)
+        con.print(f"  {where:<12} {cause or UNATTRIBUTED:<14} {count(n):>9} B", markup=False)
+    con.print(f"  {'total':<27} {count(sum(n for _, n in owners)):>9} B", markup=False)
 
 
 def why_cmd(
@@ -506,15 +506,15 @@ def why_cmd(
     )
     total = report.total
     counted = report.tokens_of(total.bytes)
-    con.print(f"window: {total.bytes} bytes, {counted.tokens} tokens ({_method(counted)})", markup=False)
+    con.print(f"window: {count(total.bytes)} bytes, {count(counted.tokens)} tokens ({_method(counted)})", markup=False)
     for line in _window_lines(report):
         con.print(line, markup=False)
     con.print(f"by region: (~tok {TOKEN_ESTIMATE})", markup=False)
     for region, share in report.by_region().items():
-        con.print(f"  {region:<14} {share.bytes:>8} B  ~{share.tokens:>6} tok", markup=False)
+        con.print(f"  {region:<14} {count(share.bytes):>8} B  ~{count(share.tokens):>6} tok", markup=False)
     con.print("by cause:", markup=False)
     for cause, share in sorted(report.by_cause().items(), key=lambda kv: -kv[1].bytes):
-        con.print(f"  {cause:<14} {share.bytes:>8} B  ~{share.tokens:>6} tok", markup=False)
+        con.print(f"  {cause:<14} {count(share.bytes):>8} B  ~{count(share.tokens):>6} tok", markup=False)
     after = f" after seq {report.since}" if report.since is not None else ""
     con.print(f"changes{after}:", markup=False)
     if not report.changes:
@@ -522,9 +522,9 @@ def why_cmd(
     for c in report.changes:
         source = "" if c.source_seq in (None, c.seq) else f" (from seq {c.source_seq})"
         sign = "+" if c.bytes >= 0 else "-"
-        tokens = f" {c.recorded_tokens:+d} tok" if c.recorded_tokens is not None else ""
+        tokens = f" {'+' if c.recorded_tokens >= 0 else '-'}{count(abs(c.recorded_tokens))} tok" if c.recorded_tokens is not None else ""
         con.print(
-            f"  seq {c.seq:>6}  {c.region:<12} {c.cause or UNATTRIBUTED:<12} {sign}{abs(c.bytes)} B{tokens}  "
+            f"  seq {c.seq:>6}  {c.region:<12} {c.cause or UNATTRIBUTED:<12} {sign}{count(abs(c.bytes))} B{tokens}  "
             f"{c.what}{source}",
             markup=False,
         )
@@ -570,7 +570,7 @@ def context_cmd(
     for region in data["regions"]:
         budget = f", budget {region['budget']}" if region["budget"] is not None else ""
         con.print(
-            f"== {region['region']}: {region['bytes']} B, {region['tokens']['tokens']} tokens{budget}",
+            f"== {region['region']}: {count(region['bytes'])} B, {count(region['tokens']['tokens'])} tokens{budget}",
             markup=False,
         )
         for seg in region.get("segments", ()):
@@ -580,7 +580,7 @@ def context_cmd(
                 else _preview(seg["text"]) or "(blank: not sent)"
             )
             con.print(
-                f"  segment {seg['slot']} {seg['bytes']} B (seq {seg['seq']}, {seg['cause'] or UNATTRIBUTED})",
+                f"  segment {seg['slot']} {count(seg['bytes'])} B (seq {seg['seq']}, {seg['cause'] or UNATTRIBUTED})",
                 markup=False,
             )
             con.print(f"    {text}", markup=False)
@@ -588,7 +588,7 @@ def context_cmd(
         if tools is not None and (tools["bytes"] or tools["table"]):
             names = ", ".join(t["name"] for t in tools["table"]) or "(table not in the content store)"
             con.print(
-                f"  tools {tools['bytes']} B (seq {tools['seq']}, {tools['cause'] or UNATTRIBUTED}): {names}",
+                f"  tools {count(tools['bytes'])} B (seq {tools['seq']}, {tools['cause'] or UNATTRIBUTED}): {names}",
                 markup=False,
             )
         for msg in region.get("messages", ()):
@@ -596,11 +596,11 @@ def context_cmd(
             for b in msg["blocks"]:
                 landed = f", landed at seq {b['landed']}" if b["landed"] not in (None, b["seq"]) else ""
                 con.print(
-                    f"      {_block_line(b['block'])}   ({b['bytes']} B, seq {b['seq']}, {b['cause']}{landed})",
+                    f"      {_block_line(b['block'])}   ({count(b['bytes'])} B, seq {b['seq']}, {b['cause']}{landed})",
                     markup=False,
                 )
         for part in region.get("parts", ()):
-            con.print(f"  {part['name']} {part['bytes']} B (seq {part['seq']}, {part['cause']})", markup=False)
+            con.print(f"  {part['name']} {count(part['bytes'])} B (seq {part['seq']}, {part['cause']})", markup=False)
         for held in region.get("held", ()):
             con.print(
                 f"  held (not yet delivered): {_preview(held['text'])}   (seq {held['seq']})", markup=False

@@ -18,6 +18,7 @@ from runfold.cli.common import (
     want_json,
     workspace_flag,
 )
+from runfold.core.figures import count
 from runfold.core.ids import short_run_ids
 from runfold.importers import AUTO, FORMATS
 
@@ -93,7 +94,7 @@ def import_cmd(
     how = f"detected as {report.format}" if report.detected else f"as {report.format}"
     runs = "1 run" if len(report.runs) == 1 else f"{len(report.runs)} runs"
     con.print(
-        f"imported {report.source} ({how}, {report.bytes} bytes, b3 {report.hash[:12]}…): {runs}",
+        f"imported {report.source} ({how}, {count(report.bytes)} bytes, b3 {report.hash[:12]}…): {runs}",
         markup=False,
     )
     short = short_run_ids([r.run for r in report.runs])
