@@ -98,3 +98,29 @@ def test_cli_import_error_is_one_line_and_exits_2_or_3(tmp_path: Path) -> None:
     assert "E_INVALID_ARGS: cannot import session.jsonl as claude-code" in proc.err
     assert "line 5" in proc.err
     assert _ledger_bytes(ws.root) == before
+
+
+def test_a_device_is_refused_not_read_forever(tmp_path: Path) -> None:
+    # /dev/zero never ends: reading it whole would take all memory (capped here so a regression
+    # fails with a MemoryError instead of starving the machine)
+    import resource
+    import subprocess
+    import sys
+
+    ws = Workspace.init(tmp_path / "ws")
+    before = _ledger_bytes(ws.root)
+    ws.close()
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    res = subprocess.run(
+        [sys.executable, "-m", "runfold", "import", "auto", "/dev/zero", "-w", str(ws.root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=cap,
+    )
+    assert res.returncode == 2, res
+    assert "E_INVALID_ARGS" in res.stderr and "device" in res.stderr
+    assert _ledger_bytes(ws.root) == before

@@ -144,3 +144,19 @@ def test_why_log_and_context_read_an_imported_run(tmp_path: Path) -> None:
     assert res.code == 0 and "session_imported" in res.out and "claude-code" in res.out
     res = run_cli("why", run.run, "-w", ws.root, cwd=tmp_path)
     assert res.code == 0, res
+
+
+def test_cli_import_names_runs_by_a_prefix_unique_in_the_workspace(tmp_path: Path) -> None:
+    # run ids made within ~65 s share their first 8 characters: the id the output prints (and
+    # its `next: runfold conversation ID` hint) must resolve among every run, not only the new one
+    ws = Workspace.init(tmp_path / "ws")
+    ws.import_session(HELLO)
+    ws.close()
+    res = run_cli("import", "auto", HELLO, "-w", ws.root, cwd=tmp_path)
+    assert res.code == 0, res
+    shown = res.out.split("next: runfold conversation ", 1)[1].split()[0]
+    again = Workspace.open(ws.root)
+    assert len([r for r in again.runs() if r.startswith(shown)]) == 1, shown
+    again.close()
+    res = run_cli("conversation", shown, "-w", ws.root, cwd=tmp_path)
+    assert res.code == 0, res

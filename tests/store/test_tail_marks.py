@@ -194,3 +194,45 @@ def test_lines_a_dead_writer_left_unsynced_are_synced_before_a_mark_names_them(t
     synced.clear()
     with Ledger.open(tmp_path, writer=True, io=io):
         assert synced == []  # the mark names the last line already: no fsync at open
+
+
+def test_a_head_mark_that_is_a_symlink_is_never_written_through(tmp_path: Path) -> None:
+    # the mark is evidence, not a place to write: a symlink at its name must not let the writer
+    # overwrite the first bytes of a file elsewhere
+    ws = tmp_path / "ws"
+    build(ws, batches=1)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"x" * 300)
+    mark = Layout(ws).head_mark_path
+    mark.unlink()
+    mark.symlink_to(victim)
+    with Ledger.open(ws, writer=True) as w:
+        w.append([steer("after the symlink")])
+    assert victim.read_bytes() == b"x" * 300
+    assert read_head_mark(Layout(ws)) is None
+
+
+def test_a_head_mark_that_is_a_fifo_hangs_no_reader_and_no_writer(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    ws = tmp_path / "ws"
+    build(ws, batches=1)
+    mark = Layout(ws).head_mark_path
+    mark.unlink()
+    os.mkfifo(mark)
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from runfold.store.layout import Layout\n"
+        "from runfold.store.ledger import Ledger\n"
+        "from runfold.store.marks import read_head_mark\n"
+        "from runfold.store.verify import verify_path\n"
+        "ws = Path(sys.argv[1])\n"
+        "assert read_head_mark(Layout(ws)) is None\n"
+        "verify_path(ws)\n"
+        "with Ledger.open(ws, writer=True) as w: w.append([])\n"
+        "print('ok')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script, str(ws)], capture_output=True, text=True, timeout=120)
+    assert res.stdout.strip() == "ok", res

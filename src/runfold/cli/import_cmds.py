@@ -61,6 +61,7 @@ def import_cmd(
     ws = Workspace.open(workspace)
     report = ws.import_session(file, format)
     where = workspace_flag(ws.root)
+    every_run = ws.runs()
     ws.close()
     if as_json:
         echo_json(
@@ -97,7 +98,7 @@ def import_cmd(
         f"imported {report.source} ({how}, {count(report.bytes)} bytes, b3 {report.hash[:12]}…): {runs}",
         markup=False,
     )
-    short = short_run_ids([r.run for r in report.runs])
+    short = short_run_ids([*every_run, *(r.run for r in report.runs)])  # unique in the workspace
     for r in report.runs:
         extra = []
         if r.lost:

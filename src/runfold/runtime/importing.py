@@ -8,6 +8,7 @@ the ledger in one batch: on any error the ledger is byte-identical to before.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,14 @@ def prepare_import(path: Path, fmt: str = AUTO) -> PreparedImport:
     ledger. Raises `E_PATH_NOT_FOUND` for a missing file, `E_INVALID_ARGS` naming the source
     line or event for bad input."""
     try:
+        mode = path.stat().st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero never ends: never read one
+            raise RunfoldError(
+                ErrorCode.INVALID_ARGS,
+                "read the session file (it is a device, not a file)",
+                str(path),
+                "give the path of a session file (a regular file, or a pipe that ends)",
+            )
         data = path.read_bytes()
     except OSError as exc:
         raise RunfoldError(

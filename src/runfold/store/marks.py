@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -69,12 +70,36 @@ def _parse(data: bytes, source: str, *, checked: bool) -> Mark | None:
     return Mark(seq, digest, source)
 
 
+_MARK_OPEN = os.O_NOFOLLOW | os.O_NONBLOCK
+"""A mark file is opened without following a symlink and without waiting on a FIFO: a mark that
+is not a regular file is no evidence and is never written through."""
+
+
+def _open_regular(path: os.PathLike[str], flags: int) -> int:
+    """An fd of `path` opened with `flags` (plus `_MARK_OPEN`); raises OSError when it is not a
+    regular file (a symlink, FIFO, device or directory)."""
+    fd = os.open(path, flags | _MARK_OPEN, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _read_mark_file(path: os.PathLike[str]) -> bytes:
+    fd = _open_regular(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 4 * HEAD_MARK_BYTES)  # a mark is small: a huge file is read no further
+    finally:
+        os.close(fd)
+
+
 def read_head_mark(layout: Layout) -> Mark | None:
     """The head mark of the workspace at `layout`, or None when it is missing or unreadable
     (a torn or damaged mark is no evidence; the next writer rewrites it)."""
     for _ in range(_READ_TRIES):
         try:
-            data = layout.head_mark_path.read_bytes()
+            data = _read_mark_file(layout.head_mark_path)
         except OSError:
             return None
         mark = _parse(data, f"the head mark ({layout.head_mark_path.relative_to(layout.ws)})", checked=True)
@@ -87,7 +112,7 @@ def read_resume_mark(layout: Layout) -> Mark | None:
     """The clean point resume recorded (`{"seq": S, "hash": H}`), or None when it is missing or
     malformed (a cache entry that never named a line is no evidence)."""
     try:
-        data = layout.resume_mark_path.read_bytes()
+        data = _read_mark_file(layout.resume_mark_path)
     except OSError:
         return None
     return _parse(data, f"the resume mark ({layout.resume_mark_path.relative_to(layout.ws)})", checked=False)
@@ -119,7 +144,7 @@ class HeadMarker:
             return
         try:
             if self._fd is None:
-                self._fd = os.open(self.layout.head_mark_path, os.O_WRONLY | os.O_CREAT, 0o644)
+                self._fd = _open_regular(self.layout.head_mark_path, os.O_WRONLY | os.O_CREAT)
             os.pwrite(self._fd, head_mark_bytes(seq, digest), 0)
         except OSError:
             return
