@@ -54,7 +54,7 @@ def test_the_readme_examples_leave_nothing_in_the_clone(tmp_path: Path, postgres
     env.update({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", "TMPDIR": str(tmp_path)})
     env["STORE"] = workspace_url(postgres)  # the PostgreSQL example's server
     proc = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=600
+        ["bash", "-e", "-o", "pipefail", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=1800
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.name for p in clone.iterdir()) == ["examples"]
