@@ -39,5 +39,5 @@ def test_why_bytes_adds_up_to_the_request_sent(tmp_path: Path) -> None:
     assert {"seed", "model_reply", "tool_result"} <= causes
     assert any(row["seq"] in steered and row["cause"] == "seed" for row in data["by_line"])
     text = run_cli("why", run, "--at", str(last.seq - 1), "--bytes", "-w", ws, cwd=tmp_path)
-    assert text.code == 0 and f"request {data['bytes']} bytes" in text.out
-    assert "total" in text.out and str(data["bytes"]) in text.out.splitlines()[-1]
+    assert text.code == 0 and f"request {data['bytes']:,} bytes" in text.out  # counts print with separators
+    assert "total" in text.out and f"{data['bytes']:,}" in text.out.splitlines()[-1]
