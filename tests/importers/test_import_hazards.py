@@ -45,8 +45,8 @@ def test_claude_code_parallel_wave_results_off_the_leaf_chain_are_kept() -> None
     assert ("line 8",) in [r.origin for r in results]
     rows = _rows(CC)
     chain, uuid = set(), rows[-1]["uuid"]
-    by = {r.get("uuid"): i + 1 for i, r in enumerate(rows)}
-    while uuid in by:
+    by = {r["uuid"]: i + 1 for i, r in enumerate(rows) if r.get("uuid")}  # rows without one end no chain
+    while uuid in by and by[uuid] not in chain:
         chain.add(by[uuid])
         uuid = rows[by[uuid] - 1].get("parentUuid")
     assert 8 not in chain  # the naive walk really misses it
