@@ -65,6 +65,7 @@ def test_the_default_config_documents_mcp_and_parses() -> None:
 )
 def test_table_names_fit_the_provider_grammar_and_stay_distinct(server: str, tool: str) -> None:
     name = table_name(server, tool)
+    assert not TOOL_NAME.match("read\n")  # a trailing newline is no part of the grammar (hypothesis found it)
     assert TOOL_NAME.match(name)
     assert name == f"{server}__{tool}" or not TOOL_NAME.match(f"{server}__{tool}") or len(f"{server}__{tool}") > 64
     other = table_name(server, tool + "x")

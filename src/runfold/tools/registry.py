@@ -31,8 +31,9 @@ Effect = Literal["read", "write"]
 """`read`: the tool changes nothing (calls of one wave may run concurrently); `write`: it may act."""
 EFFECTS: tuple[Effect, ...] = ("read", "write")
 
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-"""Tool names the provider APIs accept (Anthropic and OpenAI): 1-64 of `A-Za-z0-9_-`."""
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+"""Tool names the provider APIs accept (Anthropic and OpenAI): 1-64 of `A-Za-z0-9_-`, up to the very
+end of the string (`$` would let a trailing newline through)."""
 
 SUBJECT_PARAMS: tuple[str, ...] = ("path", "command", "file", "url", "query", "pattern", "name")
 """Parameter names tried, in order, for the `subject` of a `tool_called` line."""
