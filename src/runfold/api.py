@@ -7,22 +7,19 @@ ledger:`; running agents is its part in `runfold.api_runs`. The CLI is built on 
 
 from __future__ import annotations
 
-import difflib
 import importlib
-import json
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runfold.api_lines import LinePosition, WorkspaceLines
 from runfold.api_runs import WorkspaceRuns
+from runfold.api_store import WorkspaceStore
 from runfold.core import fold as fold_api
-from runfold.core.chain import Fault, LineRefused, refuse
 from runfold.core.errors import invalid_args
 from runfold.core.ids import WORKSPACE_RUN
-from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.records import Record
 from runfold.store.backend import (
     create_ledger,
@@ -32,7 +29,7 @@ from runfold.store.backend import (
     store_setting,
     writer_alive,
 )
-from runfold.store.bare import BareLedger, is_bare_ledger, segment_first_seq
+from runfold.store.bare import BareLedger, is_bare_ledger
 from runfold.store.cas import Cas
 from runfold.store.layout import Layout, find_workspace
 from runfold.store.marks import parse_anchor
@@ -48,8 +45,6 @@ if TYPE_CHECKING:
     from runfold.runtime.prefix import ConversationView
     from runfold.runtime.replay import ReplayReport
     from runfold.runtime.resume import ResumeReport
-    from runfold.store.migrate import MigrateReport
-    from runfold.store.serving import ServeInfo
 
 __all__ = [
     "ControlReceipt",
@@ -93,18 +88,6 @@ if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all a
 _NEARBY_MAX = 8
 
 
-@dataclass(frozen=True, slots=True)
-class LinePosition:
-    """Where a line sits in the chain: `line` is its 1-based line number in the whole ledger,
-    `segment` the segment file holding it, `segment_line` its 1-based line number in that file,
-    `lines` the number of lines in the ledger."""
-
-    seq: int
-    line: int
-    segment: Path
-    segment_line: int
-    lines: int
-
 
 def verify(path: Path, progress: Progress | None = None, head: str | None = None) -> VerifyReport:
     """Verify a workspace, a ledger directory or one segment file at `path` (DESIGN.md §3).
@@ -138,7 +121,7 @@ def verify(path: Path, progress: Progress | None = None, head: str | None = None
     return verify_path(path, progress=progress, anchor=anchor)
 
 
-class Workspace(WorkspaceRuns):
+class Workspace(WorkspaceLines, WorkspaceStore, WorkspaceRuns):
     """One workspace: a directory holding `.runfold/` with one ledger (DESIGN.md §2–§3).
 
     Open with `Workspace.open()` (discovery like git) or create with `Workspace.init(path)`.
@@ -263,72 +246,6 @@ class Workspace(WorkspaceRuns):
             ledger.close()
             self.close()
 
-    def import_session(self, path: Path, format: str = "auto") -> ImportReport:
-        """Import another tool's session file at `path` as runs of this workspace (`format`: one
-        of `runfold.importers.FORMATS`, or `auto` to detect it; the report says which). Each
-        session becomes a frozen run: `run_started` with `imported` provenance, `session_imported`
-        (format, the file's BLAKE3, the CAS map from each source line or event to its seqs),
-        then the lines a native run writes. All or nothing: the file is read and checked before
-        the writer opens, every run is folded before one batch is written. Raises
-        `E_PATH_NOT_FOUND` for a missing file, `E_INVALID_ARGS` naming the source line or event
-        for bad input (a line that is not JSON, a truncated file, an unknown format version, a
-        tool result whose call is missing), `E_LEDGER_HELD` when another process writes."""
-        from runfold.runtime.importing import prepare_import, write_import
-
-        self._writable("import a session", "a bare ledger is read-only; `runfold init` a workspace")
-        prepared = prepare_import(path, format)
-        with self.writer() as ledger:
-            return write_import(self._root, ledger, prepared)
-
-    def server(self) -> ServeInfo | None:
-        """The `runfold serve` process that owns this workspace now (its pid, URL and token
-        file), or None: its `serve.json` counts only while that pid holds the writer lock."""
-        from runfold.store.serving import find_server
-
-        return None if self._bare else find_server(self._root)
-
-    def migrate(self, to: str | None = None, to_file: Path | None = None, *, use: bool = False) -> MigrateReport:
-        """Copy this ledger byte for byte into another store (DESIGN.md §3): `to` a
-        `postgresql://…?workspace=NAME` URL (its workspace must hold no line; one transaction),
-        or `to_file` a directory that becomes a workspace with a file ledger (its config is this
-        one's without `store`; CAS objects are copied). The source is left as it is; the heads
-        match when this returns. Give exactly one of the two. `use` (with `to`, on a workspace)
-        then points this workspace's settings at the store (`store = "…"` at the head of
-        `.runfold/config.toml`); its file ledger stays as it was, a copy.
-
-        Raises `E_INVALID_ARGS` for both or neither target, a target holding lines or an empty
-        source; `E_CONFIG_INVALID` for a bad URL or a missing `postgres` extra; `E_LEDGER_HELD`,
-        `E_STORAGE_FATAL` from the target store; `LineRefused` when a source line is damaged.
-        """
-        from runfold.store.ledger import SEGMENT_BYTES
-        from runfold.store.migrate import copy_cas, migrate_to_files, migrate_to_store
-
-        if use and to is None:
-            raise invalid_args("migrate the ledger", "--use", "give --use together with --to URL")
-        if (to is None) == (to_file is None):
-            raise invalid_args(
-                "migrate the ledger",
-                "--to / --to-file",
-                "give one target: --to postgresql://… or --to-file DIR",
-            )
-        source = self._ledger()
-        if to is not None:
-            url = parse_store_url(to, "--to")
-            local = self._root if not self._bare else self._root.parent
-            report = migrate_to_store(source, str(self._root), url, local)
-            if use:
-                self._writable("switch the store", "a bare ledger has no settings; `runfold init` a workspace")
-                self.close()
-                _use_store(self._root, to)
-            return report
-        assert to_file is not None
-        dest = to_file.absolute()
-        report = migrate_to_files(source, str(self._root), dest, SEGMENT_BYTES)
-        if not self._bare:
-            copy_cas(self._root, dest)
-            _copy_settings(self._root, dest)
-        return report
-
     # ---- reading -------------------------------------------------------------------------
 
     def verify(self, progress: Progress | None = None) -> VerifyReport:
@@ -393,109 +310,6 @@ class Workspace(WorkspaceRuns):
             nearby=tuple(nearby),
         )
 
-    def records(
-        self,
-        run: str | None = None,
-        kind: str | Iterable[str] | None = None,
-        since: int | None = None,
-        limit: int | None = None,
-    ) -> list[Record]:
-        """Verified lines in seq order, filtered.
-
-        `run`: a run id or unique prefix (see `resolve_run`); `kind`: one kind name or several;
-        `since`: only lines with seq ≥ since (past the tail gives []); `limit`: at most this many
-        lines (the first ones after the other filters). Raises `E_INVALID_ARGS` for an unknown kind name (nearby: the
-        closest names), a negative `since`/`limit`, or a run prefix that is unknown/ambiguous;
-        `LineRefused` when a line fails verification while reading.
-        """
-        kinds = self._kinds(kind)
-        if since is not None and since < 0:
-            raise invalid_args("filter lines", f"since {since}", "give a seq ≥ 0")
-        if limit is not None and limit < 0:
-            raise invalid_args("filter lines", f"limit {limit}", "give a limit ≥ 0")
-        if limit == 0:
-            return []
-        ledger = self._ledger()
-        source: Iterable[Record]
-        if run is not None:
-            first = limit if kinds is None else None  # read only what is kept
-            source = ledger.run_records(self.resolve_run(run), first, since or 0)
-        elif since is not None and since >= ledger.next_seq:
-            source = ()  # past the tail: nothing yet (a filter, not an address)
-        else:
-            source = ledger.records(since=since or 0)
-        out: list[Record] = []
-        stream = iter(source)
-        for record in stream:
-            if since is not None and record.seq < since:
-                continue
-            if kinds is not None and record.env.kind not in kinds:
-                continue
-            out.append(record)
-            if limit is not None and len(out) >= limit:
-                if run is None:  # the stream stopped early: the line after proves this one's bytes
-                    _check_linked(stream, record)
-                break
-        return out
-
-    def seq_range(self) -> range:
-        """The seqs of the lines this ledger holds, `range(first, next)`: first is 0 for a
-        workspace (a lone segment file may start later); empty when it holds no line."""
-        ledger = self._ledger()
-        first = ledger.first_seq if isinstance(ledger, BareLedger) else 0
-        return range(first, max(first, ledger.next_seq))
-
-    def record_at(self, seq: int) -> Record:
-        """The verified line at `seq`. Raises `E_INVALID_ARGS` naming the ledger's seq range when
-        `seq` is outside it."""
-        ledger = self._ledger()
-        held = self.seq_range()
-        if seq not in held:
-            tail = f"seq {held.start}..{held.stop - 1}" if held else "no lines yet"
-            raise invalid_args(
-                f"read seq {seq}",
-                str(self._root),
-                f"the ledger holds {tail}; give a seq in that range",
-            )
-        return ledger.record_at(seq)
-
-    def position(self, seq: int) -> LinePosition:
-        """Where the line at `seq` sits: its 1-based line number in the ledger, its segment file
-        and its line number in that file (a PostgreSQL store has one "segment", its table
-        `runfold_lines`). Raises `E_INVALID_ARGS` like `record_at`."""
-        self.record_at(seq)
-        ledger = self._ledger()
-        first = ledger.first_seq if isinstance(ledger, BareLedger) else 0
-        starts = [(segment_first_seq(p, first), p) for p in ledger.segments()] or [
-            (first, Path("runfold_lines"))
-        ]
-        seg_first, segment = max((s for s in starts if s[0] <= seq), key=lambda s: s[0])
-        return LinePosition(
-            seq=seq,
-            line=seq - first + 1,
-            segment=segment,
-            segment_line=seq - seg_first + 1,
-            lines=ledger.next_seq - first,
-        )
-
-    def _kinds(self, kind: str | Iterable[str] | None) -> frozenset[str] | None:
-        if kind is None:
-            return None
-        names = [kind] if isinstance(kind, str) else list(kind)
-        if not names:
-            return None
-        for name in names:
-            if name not in KNOWN_KIND_NAMES:
-                close = difflib.get_close_matches(name, sorted(KNOWN_KIND_NAMES), n=3, cutoff=0.5)
-                hint = f"did you mean {', '.join(close)}?" if close else "see `runfold log --help` for kinds"
-                raise invalid_args(
-                    "filter by kind",
-                    repr(name),
-                    f"{name!r} is not an event kind; {hint}",
-                    nearby=tuple(close),
-                )
-        return frozenset(names)
-
     # ---- folds: conversation, runs/tree (DESIGN.md §5–§7); pure folds in core/fold (why: api_runs).
 
     def lineage_lines(self, run: str) -> dict[str, list[Record]]:
@@ -555,39 +369,6 @@ class Workspace(WorkspaceRuns):
 
         return fold_api.RunSummaries(workspace_pricing(self.settings().prices))
 
-    def readable_lines(self) -> Iterator[Record]:
-        """Every line before the first one `verify` refuses, in seq order, read straight from the
-        segment files (no index, no lock); then, on a damaged ledger, raises the verifier's
-        `LineRefused` (its `line_no`, `seq`, fault and next step) with the bad line's bytes (at
-        most 64 KiB) in `refusal.raw`. For browsing a ledger `verify` refuses, up to the bad line
-        (a torn tail is no line and ends it quietly). Two passes over the ledger; never writes."""
-        from runfold.core.chain import LineChecker, LineRefused
-        from runfold.store.verify import resolve_ledger
-
-        refusal: LineRefused | None = None
-        try:
-            good = self.verify().lines
-        except LineRefused as exc:
-            refusal, good = exc, exc.line_no - 1
-        segments, _lone = resolve_ledger(self._root)
-        checker = LineChecker()
-        line_no = 0
-        for _first, path in segments:
-            checker.where = str(path)
-            with open(path, "rb") as f:
-                for raw_nl in f:
-                    line_no += 1
-                    raw = raw_nl.removesuffix(b"\n")
-                    if line_no > good:
-                        if refusal is not None:
-                            refusal.raw = raw[:65536]  # type: ignore[attr-defined]
-                            raise refusal
-                        return
-                    env, _known = checker.check(raw, line_no)
-                    yield Record(env, raw, checker.head)
-        if refusal is not None:
-            raise refusal
-
     def run_tree(self) -> list[fold_api.TreeNode]:
         """The runs arranged by fork, delegation and successor lineage (roots first)."""
         return fold_api.run_tree(self.run_summaries())
@@ -602,35 +383,6 @@ class Workspace(WorkspaceRuns):
 
         fold = self.fold(run, at)
         return conversation_view(fold, dialect, Cas(self._root if not self._bare else self._root.parent))
-
-
-def _use_store(root: Path, url: str) -> None:
-    """Point workspace `root`'s settings at the store `url`: its top-level `store` line
-    replaced, or one added at the head of `.runfold/config.toml`."""
-    path = Layout(root).root / "config.toml"
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    line = "store = " + json.dumps(url, ensure_ascii=False) + "\n"
-    path.write_text(line + _without_store(text), encoding="utf-8")
-
-
-def _without_store(text: str) -> str:
-    """TOML `text` without its top-level `store = …` line (a `store` key inside a table stays)."""
-    kept: list[str] = []
-    top = True
-    for line in text.splitlines(keepends=True):
-        top = top and not line.lstrip().startswith("[")
-        if not (top and line.split("=", 1)[0].strip() == "store"):
-            kept.append(line)
-    return "".join(kept)
-
-
-def _copy_settings(src: Path, dest: Path) -> None:
-    """Give workspace `dest` the settings file of `src` without its top-level `store` line (the
-    file ledger needs none), unless `dest` has one already."""
-    source, target = Layout(src).root / "config.toml", Layout(dest).root / "config.toml"
-    if target.exists() or not source.exists():
-        return
-    target.write_text(_without_store(source.read_text(encoding="utf-8")), encoding="utf-8")
 
 
 def _shared_prefix(run: str, key: str) -> int:
@@ -652,23 +404,3 @@ def _nearby_runs(key: str, runs: list[str]) -> list[str]:
     ranked = sorted(runs, key=lambda r: (-shared(r), r))
     best = shared(ranked[0]) if ranked else 0
     return [r for r in ranked if shared(r) == best][:_NEARBY_MAX] if ranked else []
-
-
-def _check_linked(stream: Iterator[Record], last: Record) -> None:
-    """Read one more line of `stream` (a verified read that stopped at `last`): the shared line
-    checker then proves `last`'s bytes, since the next line's prev (or, at the tail, the head)
-    must be their hash. A line edited in place passes its own checks and breaks only the link
-    after it; that refusal is attributed to `last`, as `verify` attributes it (DESIGN.md §3)."""
-    try:
-        next(stream, None)
-    except LineRefused as exc:
-        if exc.fault is not Fault.CHAIN_BREAK or exc.seq != last.seq + 1:
-            raise
-        raise refuse(
-            Fault.CHAIN_BREAK,
-            exc.line_no - 1,
-            last.seq,
-            f"its bytes no longer hash to the prev of line {exc.line_no}: this line was changed "
-            "after it was written, or lines are missing after it",
-            exc.subject,
-        ) from None

@@ -11,9 +11,8 @@ and reading a workspace never loads the runtime or the providers.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,18 +37,8 @@ if TYPE_CHECKING:
     from runfold.runtime.spec import RunHooks, RunSpec
     from runfold.runtime.window_view import WindowView
     from runfold.store.bare import BareLedger
-    from runfold.store.tail import GarbageTail
     from runfold.tools import Tool
     from runfold.tools.mcp import Listing as McpListing
-
-
-@dataclass(frozen=True)
-class RepairReport:
-    """What `Workspace.repair` found (`found`: a dry run's tail, None when the tail is clean or
-    the repair ran) and wrote (`written`: the `log_truncated` line, None when nothing moved)."""
-
-    found: GarbageTail | None
-    written: Record | None
 
 
 class WorkspaceRuns:
@@ -67,7 +56,13 @@ class WorkspaceRuns:
         @property
         def root(self) -> Path: ...
         def resolve_run(self, prefix: str) -> str: ...
-        def records(self, run: str | None = None, *, limit: int | None = None) -> list[Record]: ...
+        def records(
+            self,
+            run: str | None = None,
+            kind: str | Iterable[str] | None = None,
+            since: int | None = None,
+            limit: int | None = None,
+        ) -> list[Record]: ...
         def close(self) -> None: ...
         def run_summaries(self) -> list[fold_api.RunSummary]: ...
         def _ledger(self) -> LedgerWriter | BareLedger: ...
@@ -90,39 +85,6 @@ class WorkspaceRuns:
                 ledger.close()
                 raise
         return ledger
-
-    def repair(self, *, quarantine: bool) -> RepairReport:
-        """Find the bytes after the ledger's last valid line that are no ledger line (a garbage
-        tail that ends with a newline, which no writer cuts on its own, or a torn append) and,
-        with `quarantine`, move them (DESIGN.md §3 "Garbage tail"): copied durably into
-        `.runfold/quarantine/`, then replaced by one `log_truncated` line naming their size,
-        BLAKE3 and quarantine file. Without `quarantine` nothing is written (a dry run).
-
-        Returns what was found and done. Raises `LineRefused` for damage a repair does not touch
-        (a changed or missing line), `E_LEDGER_CORRUPT` when the ledger lost its tail,
-        `E_LEDGER_HELD` when another process writes the workspace, `E_STORAGE_FATAL` when the
-        bytes cannot be copied (nothing is cut), `E_INVALID_ARGS` on a read-only workspace."""
-        from runfold.store.backend import store_setting
-        from runfold.store.layout import Layout
-        from runfold.store.ledger import Ledger
-        from runfold.store.tail import find_garbage_tail
-
-        self._writable("repair", "a bare ledger is read-only; copy it into a workspace to repair it")
-        if store_setting(self._root) is not None:
-            raise invalid_args(
-                "repair the ledger's tail",
-                str(self._root),
-                "a PostgreSQL store writes whole transactions and has no file tail to repair",
-            )
-        self.close()
-        if not quarantine:
-            return RepairReport(find_garbage_tail(Layout(self._root)), None)
-        ledger = Ledger.open(self._root, writer=True, quarantine_tail=True)
-        try:
-            written = ledger.log_truncated
-        finally:
-            ledger.close()
-        return RepairReport(None, written)
 
     def resume(self) -> ResumeReport:
         """Resume the workspace (DESIGN.md §7) with a full scan: close every `tool_called` left

@@ -20,19 +20,17 @@ from typing import Any
 from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invalid_args
 from runfold.core.fold import ForkPlan, RunFolder
-from runfold.core.fold.resume import CANCELLED_BEFORE_IT_RAN, not_started_error
+from runfold.core.fold.resume import CANCELLED_BEFORE_IT_RAN
 from runfold.core.messages import Block, ToolUseBlock
 from runfold.core.offload import page_bytes
 from runfold.core.payloads import (
     BytesRef,
     Evidence,
-    HandoffWritten,
     ModelCalled,
     ModelReturned,
     Payload,
     PromptAssembled,
     PromptShapeCompared,
-    RunFrozen,
     RunStarted,
     SecretCaptured,
     Segment,
@@ -47,6 +45,7 @@ from runfold.core.validate.incremental import IncrementalValidator
 from runfold.providers.base import ProviderError, Reply, Request
 from runfold.runtime.approvals import Approvals
 from runfold.runtime.compaction import WindowDeps, WindowManager
+from runfold.runtime.freeze import handoff, run_frozen, wave_closing_lines
 from runfold.runtime.loop_io import FAILED, RunChannels, RunInputs, RunOptions, RunOutcome, Stop
 from runfold.runtime.offload import Offloads
 from runfold.runtime.prefix import Prefix
@@ -638,24 +637,10 @@ class RunLoop:
     # ---- freeze ------------------------------------------------------------------------------------
 
     def _complete_wave(self, why: str) -> None:
-        """A run stopping with a wave open completes it (DESIGN.md §5, §7): a call with no line
-        gets `tool_called` and a not-started result saying `why`, a recorded call without a
-        result (it may have acted) `E_TOOL_OUTCOME_UNKNOWN`; a successor then inherits every
-        call and its fate. Nothing is written outside a wave."""
-        for block, recorded in self.folder.unanswered():
-            call = ToolCallRequest(block["id"], block["name"], block["input"])
-            if recorded:
-                err = RunfoldError(
-                    ErrorCode.TOOL_OUTCOME_UNKNOWN,
-                    f"finish tool call `{call.name}` (the run stopped while it was in flight)",
-                    f"call {call.id}",
-                    "the tool may or may not have acted; check before retrying",
-                    retry=Retry.UNKNOWN,
-                )
-            else:
-                self._write(tool_called_payload(call, self.registry))
-                err = not_started_error(call.id, call.name, why)
-            self._write(ToolOutcome(call.id, call.name, None, err.to_data(), 0).to_payload())
+        """A run stopping with a wave open completes it (`runtime.freeze.wave_closing_lines`);
+        a successor then inherits every call and its fate. Nothing is written outside a wave."""
+        for payload in wave_closing_lines(self.folder.unanswered(), self.registry, why):
+            self._write(payload)
 
     def _endpoint_lines(self, attached: bool = False) -> None:  # attached: at dispatch; lost: since
         for payload in self.endpoints.lines(attached):
@@ -668,30 +653,8 @@ class RunLoop:
         )
         out = self.outcome
         completion = stop.completion
-        ledger_completion = "cancelled" if completion == FAILED else completion
-        self._write(
-            HandoffWritten(
-                must_read=[],
-                overview=self.options.task[:500],
-                progress=f"{out.turns} turn(s), {out.tool_calls} tool call(s); {stop.reason}",
-                context=f"model {self.provider.model} ({self.provider.dialect})",
-                next_step=(
-                    "nothing: the task is done"
-                    if completion == "done"
-                    else "continue the run (fork at its last safe point) if the task is not finished"
-                ),
-            ),
-            who=RUNTIME,
-        )
-        rec = self._write(
-            RunFrozen(
-                completion=ledger_completion,
-                evidence=list(stop.evidence) or None,
-                cause="error" if completion == FAILED else None,
-                error=stop.error.to_data() if stop.error is not None else None,
-            ),
-            who=RUNTIME,
-        )
+        self._write(handoff(self.options.task, out, stop, self.provider.model, self.provider.dialect), who=RUNTIME)
+        rec = self._write(run_frozen(stop), who=RUNTIME)
         await self._flush()
         out.completion = completion
         out.error = stop.error
