@@ -1,8 +1,8 @@
 """The typed import plan: what a foreign session file says, in runfold's terms, before any line.
 
-Every format module reads its bytes into `Session`s of `Text`, `Reply` and `Result` events, each
-naming the source positions it came from (`origin`); `runfold.importers.drafts` turns the plan
-into ledger drafts. Nothing here reads files or clocks: a plan is a value of the source bytes.
+Every format module reads its bytes into `Session`s of `Text`, `Reply`, `Result` and
+`Compaction` events, each naming the source positions it came from (`origin`);
+`runfold.importers.drafts` turns the plan into ledger drafts. Nothing here reads files or clocks: a plan is a value of the source bytes.
 """
 
 from __future__ import annotations
@@ -57,7 +57,21 @@ class Result:
     t: int | None = None
 
 
-Event = Text | Reply | Result
+@dataclass(frozen=True)
+class Compaction:
+    """The source runtime replaced its model's window with `summary` (a Claude Code compaction,
+    an OpenHands condensation): the model no longer saw the events at the `forgotten` source
+    positions (None: every earlier one). `keeps_opening` when the window kept its first user
+    message (OpenHands keeps its first events); Claude Code's summary replaces it too."""
+
+    summary: str
+    origin: tuple[str, ...]
+    forgotten: tuple[str, ...] | None
+    keeps_opening: bool
+    t: int | None = None
+
+
+Event = Text | Reply | Result | Compaction
 
 
 @dataclass(frozen=True)
