@@ -31,12 +31,13 @@ from runfold.importers.plan import (
     Speaker,
     Text,
     as_int,
-    bad_source,
+    check_version,
 )
 
 FORMAT = "claude-code"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
 KNOWN_MAJOR = frozenset({"0", "1", "2"})
+SUPPORTED = "this build reads the session files of Claude Code 0.x to 2.x"
 
 
 def detect(data: bytes) -> bool:
@@ -87,15 +88,7 @@ def _split(
     side: list[tuple[int, dict[str, Any]]] = []
     seen: dict[str, int] = {}
     for n, row in rows:
-        version = row.get("version")
-        if isinstance(version, str) and version.split(".")[0] not in KNOWN_MAJOR:
-            raise bad_source(
-                FORMAT,
-                source,
-                f"line {n}",
-                f"Claude Code version {version} is a format this build does not know",
-                "upgrade runfold, or import the file with a runfold that reads this version",
-            )
+        check_version(FORMAT, source, f"line {n}", "Claude Code", row.get("version"), KNOWN_MAJOR, SUPPORTED)
         kind = row.get("type")
         if kind == "system" and row.get("subtype") == "compact_boundary":
             bounds[str(row.get("uuid"))] = (n, row)

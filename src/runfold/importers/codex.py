@@ -27,6 +27,7 @@ from runfold.importers.plan import (
     Text,
     as_int,
     bad_source,
+    check_version,
 )
 
 FORMAT = "codex"
@@ -78,8 +79,7 @@ def parse(data: bytes, source: str) -> ImportPlan:
             _unknown(source, where, "a line with neither a payload nor an item type")
         kind, meta = items[-1][1:3] if items else ("", {})
         version = meta.get("cli_version") if kind == "session_meta" and items[-1][0] == where else None
-        if isinstance(version, str) and version.split(".")[0] not in KNOWN_MAJOR:
-            _unknown(source, where, f"Codex CLI version {version}")
+        check_version(FORMAT, source, where, "Codex CLI", version, KNOWN_MAJOR, SUPPORTED)
     said = {
         str(p.get("message")).strip()
         for _, kind, p, _ in items

@@ -28,6 +28,7 @@ from runfold.importers.plan import (
     Text,
     as_int,
     bad_source,
+    check_version,
 )
 
 FORMAT = "openhands"
@@ -98,14 +99,8 @@ def parse(data: bytes, source: str) -> ImportPlan:
             if action == "system":
                 system = text_of(args.get("content"))
                 version = args.get("openhands_version")
-                if isinstance(version, str) and version.split(".")[0] not in KNOWN_MAJOR:
-                    raise bad_source(
-                        FORMAT,
-                        source,
-                        f"{where} args.openhands_version",
-                        f"OpenHands version {version} is a format this build does not know; {SUPPORTED}",
-                        "upgrade runfold, or import the file with a runfold that reads this version",
-                    )
+                at = f"{where} args.openhands_version"
+                check_version(FORMAT, source, at, "OpenHands", version, KNOWN_MAJOR, SUPPORTED)
                 if isinstance(version, str):
                     facts["openhands_version"] = version
                 continue

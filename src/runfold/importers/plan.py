@@ -107,6 +107,22 @@ def bad_source(fmt: str, source: str, where: str, what: str, recovery: str) -> R
     return invalid_args(f"import {source} as {fmt} ({what})", f"{where} of {source}", recovery)
 
 
+def check_version(
+    fmt: str, source: str, where: str, tool: str, version: Any, known: frozenset[str], supported: str
+) -> None:
+    """Refuse a `version` (a `major.minor...` string) whose major is not in `known`, naming
+    `where` in `source` and what this build reads (`supported`); anything else passes (a file
+    that names no version is read as the layout it has)."""
+    if isinstance(version, str) and version.split(".")[0] not in known:
+        raise bad_source(
+            fmt,
+            source,
+            where,
+            f"{tool} version {version} is a format this build does not know; {supported}",
+            "upgrade runfold, or import the file with a runfold that reads this version",
+        )
+
+
 def as_int(value: Any) -> int:
     """A JSON number read by `loads_exact` (or an int) as an int; 0 for anything else."""
     if isinstance(value, bool):
