@@ -150,3 +150,10 @@ def test_a_fixture_copied_elsewhere_imports_the_same(tmp_path: Path) -> None:
     ws = Workspace.init(tmp_path / "ws")
     report = ws.import_session(copy)
     assert report.detected and report.format == "claude-code"
+
+
+def test_a_claude_code_file_written_with_spaces_is_still_detected() -> None:
+    """A session re-serialized with `json.dumps` defaults (`"type": "user"`) is the same format."""
+    rows = [json.loads(x) for x in (FIXTURES / "claude-code-hello-world.jsonl").read_text().splitlines()]
+    spaced = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    assert b'"type": "user"' in spaced and detect(spaced, "s.jsonl") == "claude-code"

@@ -16,6 +16,7 @@ companion files become child sessions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,13 +39,15 @@ FORMAT = "claude-code"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
 KNOWN_MAJOR = frozenset({"0", "1", "2"})
 SUPPORTED = "this build reads the session files of Claude Code 0.x to 2.x"
+_MESSAGE_TYPE = re.compile(rb'"type"\s*:\s*"(user|assistant)"')
+"""A message line's type, however the file spaces its JSON."""
 
 
 def detect(data: bytes) -> bool:
     """Whether `data` looks like a Claude Code file: JSONL lines with `type` user/assistant and
     a `sessionId`."""
     head = data[:65536]
-    return b'"sessionId"' in head and (b'"type":"user"' in head or b'"type":"assistant"' in head)
+    return b'"sessionId"' in head and _MESSAGE_TYPE.search(head) is not None
 
 
 def parse(data: bytes, source: str, companions: Mapping[str, bytes] | None = None) -> ImportPlan:
