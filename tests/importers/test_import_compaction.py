@@ -150,6 +150,22 @@ def test_claude_code_window_after_each_compaction_is_what_the_model_saw(tmp_path
         False,
     )
     assert ws.verify().lines > 0
+    # every source line is mapped: the boundary and summary lines to the compaction's seq
+    from runfold.core.locator import CasLocator, parse_locator
+    from runfold.store.cas import Cas
+
+    loc = parse_locator(ws.records(run=run)[1].env.data["map"])
+    assert isinstance(loc, CasLocator)
+    doc = json.loads(Cas(ws.root).get_locator(loc))
+    mapped = {row["at"] for row in doc["rows"]} | {s["at"] for s in doc["skipped"]}
+    assert mapped == {f"line {i}" for i in range(1, len(rows) + 1)}
+    boundary = next(i for i, r in enumerate(rows, 1) if r.get("uuid") == "b-1")
+    assert [
+        row["seqs"] for row in doc["rows"] if row["at"] in (f"line {boundary}", f"line {boundary + 1}")
+    ] == [
+        [first],
+        [first],
+    ]
 
 
 def test_why_names_the_compaction_at_its_seq(tmp_path: Path) -> None:
