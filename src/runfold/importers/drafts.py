@@ -214,7 +214,8 @@ class _Run:
             through = len(messages)
         else:
             at = {src.seq: i for i, row in enumerate(conv.sources) for src in row}
-            seqs = {q for row in self.rows if row["at"] in set(ev.forgotten) for q in row["seqs"]}
+            gone = set(ev.forgotten)
+            seqs = {q for row in self.rows if row["at"] in gone for q in row["seqs"]}
             last = max((at[q] for q in seqs if q in at), default=0)
             through = min(len(messages), 1 if last == 0 else last + 1 + last % 2)
         change = Change(
