@@ -12,14 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from import_support import FIXTURES
 
 from runfold.api import Workspace
 from runfold.core.compaction import SUMMARY, Change, apply_change
 from runfold.core.conversation import BlockSource, Conversation
 from runfold.core.errors import RunfoldError
-from runfold.core.fold import safe_points
+from runfold.core.fold import fold_run, group_by_run, safe_points
 from runfold.core.kinds import Kind
+from runfold.importers import import_drafts, read_plan
+from runfold.store.staging import Stager
 
 HELLO = FIXTURES / "claude-code-hello-world.jsonl"
 OPENHANDS = FIXTURES / "openhands-fix-add.json"
@@ -268,3 +272,83 @@ def test_an_imported_compaction_may_replace_the_whole_window_a_native_one_may_no
         )
         == whole
     )
+
+
+# ---- property: any session with compactions between its turns ------------------------------
+
+RUN = "01890000-0000-7000-8000-000000000001"
+
+
+def _session_rows(turns: list[tuple[int, bool]]) -> list[dict[str, Any]]:
+    """A linear Claude Code session: per turn a prompt, a reply with `calls` tool calls (each
+    answered on its own line), a closing reply; a compaction before the turn when flagged."""
+    rows: list[dict[str, Any]] = []
+    parent: str | None = None
+
+    def add(row: dict[str, Any]) -> None:
+        nonlocal parent
+        n = len(rows)
+        row.setdefault("uuid", f"u-{n}")
+        row.setdefault("parentUuid", parent)
+        rows.append({"sessionId": "s", **row})
+        parent = row["uuid"]
+
+    for t, (calls, compact) in enumerate(turns):
+        if compact:
+            add(
+                {
+                    "type": "system",
+                    "subtype": "compact_boundary",
+                    "parentUuid": None,
+                    "logicalParentUuid": parent,
+                }
+            )
+            add(
+                {
+                    "type": "user",
+                    "isCompactSummary": True,
+                    "message": {"role": "user", "content": f"summary {t}"},
+                }
+            )
+        add({"type": "user", "message": {"role": "user", "content": f"prompt {t}"}})
+        ids = [f"toolu_{t}_{k}" for k in range(calls)]
+        if ids:
+            add({"type": "assistant", "message": {"id": f"m{t}a", "model": "m", "role": "assistant",
+                 "content": [{"type": "tool_use", "id": i, "name": "Bash", "input": {}} for i in ids]}})  # fmt: skip
+            for i in ids:
+                add({"type": "user", "message": {"role": "user",
+                     "content": [{"type": "tool_result", "tool_use_id": i, "content": f"out {i}"}]}})  # fmt: skip
+        add({"type": "assistant", "message": {"id": f"m{t}b", "model": "m", "role": "assistant",
+             "content": [{"type": "text", "text": f"answer {t}"}]}})  # fmt: skip
+    return rows
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.booleans()), min_size=1, max_size=6))
+def test_the_folded_window_is_the_one_after_the_last_compaction(turns: list[tuple[int, bool]]) -> None:
+    """For any session with compactions between its turns, the folded conversation is the
+    window after the last summary (or the whole session when there is none), read from the
+    rows directly."""
+    rows = _session_rows(turns)
+    raw = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
+    plan = read_plan("claude-code", raw, "p.jsonl")
+    made = import_drafts(
+        plan, run_ids=[RUN], first_seq=1, source_hash="b3-" + "0" * 64, source_bytes=len(raw)
+    )
+    records = Stager().stage(list(made.drafts), 1, "0" * 64, 0)
+    conv = fold_run(group_by_run(records), RUN).conversation
+    body: dict[str, Any] = {"messages": []}
+    for m in conv.messages:
+        blocks = []
+        for b in m["content"]:
+            if b["kind"] == "text":
+                blocks.append({"type": "text", "text": b["text"]})
+            elif b["kind"] == "tool_use":
+                blocks.append({"type": "tool_use", "id": b["id"]})
+            else:
+                blocks.append({"type": "tool_result", "tool_use_id": b["tool_use_id"]})
+        body["messages"].append({"role": m["role"], "content": blocks})
+    summaries = [r["uuid"] for r in rows if r.get("isCompactSummary")]
+    want = _source_window(rows, summaries[-1]) if summaries else _source_window(rows, rows[0]["uuid"])
+    assert _window(body) == want
+    assert len([d for d in made.drafts if d.kind == "tool_called"]) == sum(c for c, _ in turns)
