@@ -48,6 +48,7 @@ WRITTEN_AT: dict[str, tuple[str, ...]] = {
     "compaction": (
         "runfold.core.compaction:apply_change",
         "runfold.core.fold.run:_Folder._compact",
+        "runfold.importers.drafts:_Run.compaction",
         "runfold.runtime.compaction:WindowManager._record",
         "runfold.runtime.replay:rebuilt_requests",
     ),

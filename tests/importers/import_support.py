@@ -60,3 +60,15 @@ def source_counts(name: str) -> list[dict[str, int]]:
             }
         )
     return out
+
+
+def forgotten_results(name: str) -> int:
+    """How many tool results the source's own compactions took out of its model's window (an
+    OpenHands condensation's `forgotten_event_ids` that are observations of tool actions), as
+    the source file itself says; 0 for a file without compactions."""
+    if not name.startswith("openhands"):
+        return 0
+    events = json.loads((FIXTURES / name).read_text())
+    gone = {i for e in events if e.get("action") == "condensation" for i in e["args"]["forgotten_event_ids"]}
+    tool_actions = {e["id"] for e in events if "action" in e and "tool_call_metadata" in e}
+    return sum(1 for e in events if e.get("id") in gone and "observation" in e and e.get("cause") in tool_actions)

@@ -4,6 +4,7 @@ the ledger is left byte-identical (compared byte for byte)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -123,4 +124,88 @@ def test_a_device_is_refused_not_read_forever(tmp_path: Path) -> None:
     )
     assert res.returncode == 2, res
     assert "E_INVALID_ARGS" in res.stderr and "device" in res.stderr
+    assert _ledger_bytes(ws.root) == before
+
+
+CODEX = (FIXTURES / "codex-rollout-sample.jsonl").read_bytes()
+OPENHANDS = (FIXTURES / "openhands-fix-add.json").read_bytes()
+
+
+def _cut_mid_string() -> bytes:
+    lines = _lines(HELLO)
+    lines[4] = lines[4][: lines[4].index(b'"content"') + 20]  # a line cut inside a string, the rest intact
+    return b"\n".join(lines)
+
+
+def _surrogate_line() -> bytes:
+    return HELLO.replace(b'prints \\"Hello world\\"', b'prints \\"Hello \\ud800world\\"', 1)
+
+
+def _codex_version() -> bytes:
+    return CODEX.replace(b'"cli_version":"0.77.0"', b'"cli_version":"1.2.0"')
+
+
+def _codex_line_type() -> bytes:
+    lines = _lines(CODEX)
+    lines[2] = lines[2].replace(b'"type":"response_item"', b'"type":"turn_snapshot"', 1)
+    return b"\n".join(lines)
+
+
+def _openhands_version() -> bytes:
+    return OPENHANDS.replace(b'"openhands_version": "0.40.0"', b'"openhands_version": "1.0.0"')
+
+
+def _openhands_v1_layout() -> bytes:
+    events = json.loads(OPENHANDS)
+    events[1] = {"id": "e1", "kind": "MessageEvent", "source": "user", "llm_message": {"role": "user"}}
+    return json.dumps(events, indent=1).encode()
+
+
+def _openhands_surrogate() -> bytes:
+    return OPENHANDS.replace(b"Fix add() in app.py: the tests fail.", b"Fix add() \\udc00in app.py", 1)
+
+
+def _line_of(raw: bytes, needle: bytes) -> int:
+    """The 1-based line of `raw` where `needle` first occurs (read from the bytes, not the importer)."""
+    return raw[: raw.index(needle)].count(b"\n") + 1
+
+
+def _openhands_cut_in_string() -> bytes:
+    return OPENHANDS[: OPENHANDS.index(b"Let me look at the repository")]
+
+
+MORE_CASES = {
+    # (make, format, where, what the message says)
+    "line cut inside a string": (_cut_mid_string, "claude-code", "line 5", "cut short inside a string"),
+    "lone surrogate (jsonl)": (_surrogate_line, "claude-code", "line 2", "message.content holds a lone UTF-16 surrogate"),
+    "codex unknown cli version": (_codex_version, "codex", "line 1", "Codex CLI version 1.2.0"),
+    "codex unknown line type": (_codex_line_type, "codex", "line 3", "a line of type 'turn_snapshot'"),
+    "openhands unknown version": (_openhands_version, "openhands", "event 0 (id 0) args.openhands_version", "OpenHands version 1.0.0"),
+    "openhands 1.x layout": (_openhands_v1_layout, "openhands", "event 1 (id e1)", "OpenHands 1.x event layout"),
+    "lone surrogate (json)": (_openhands_surrogate, "openhands", f"line {_line_of(OPENHANDS, b'Fix add() in')}", "[1].message holds a lone UTF-16 surrogate"),
+    "json cut inside a string": (_openhands_cut_in_string, "openhands", f"line {_line_of(OPENHANDS, b'Let me look')}", "never ends: the file is truncated"),
+}
+SUPPORTED = {"codex": "this build reads Codex CLI 0.x rollouts", "openhands": "this build reads OpenHands 0.x"}
+
+
+@pytest.mark.parametrize("case", sorted(MORE_CASES))
+def test_more_bad_input_names_the_source_position_and_writes_nothing(tmp_path: Path, case: str) -> None:
+    """The source line (or event) is named, never a ledger field; an unknown version or layout
+    says what this build reads."""
+    make, fmt, where, what = MORE_CASES[case]
+    ws = Workspace.init(tmp_path / "ws")
+    ws.import_session(FIXTURES / "swe-agent-function-calling-simple.traj")
+    before = _ledger_bytes(ws.root)
+    bad = tmp_path / "session.src"
+    bad.write_bytes(make())
+    with pytest.raises(RunfoldError) as err:
+        ws.import_session(bad, fmt)
+    shown = err.value.display()
+    assert shown.startswith(f"E_INVALID_ARGS: cannot import session.src as {fmt}"), shown
+    assert re.search(rf"on {re.escape(where)}( column \d+)? of session\.src", shown), shown
+    assert what in shown, shown
+    assert "data." not in err.value.subject  # never a ledger field
+    if "version" in case or "layout" in case or "line type" in case:
+        assert SUPPORTED[fmt] in shown, shown
+    assert err.value.recovery.strip()
     assert _ledger_bytes(ws.root) == before

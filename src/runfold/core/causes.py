@@ -31,7 +31,8 @@ class Cause(enum.StrEnum):
     an attachment or a rendered file; no path writes it yet."""
     COMPACTION = "compaction"
     """The runtime compacting the conversation at a turn boundary (`context_changed` on the
-    conversation region: cleared tool results, a summary replacing older exchanges)."""
+    conversation region: cleared tool results, a summary replacing older exchanges), or, in an
+    imported session, the compaction the source's runtime made."""
     TRANSFORM = "transform"
     """A configured rewrite of the window's content applied before a request (e.g. redaction);
     no path writes it yet."""

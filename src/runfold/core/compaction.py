@@ -125,6 +125,13 @@ class Change:
     summary: str = ""
     failed: str | None = None
     """Why a summary call left the window as it was (the line changes nothing)."""
+    imported: bool = False
+    """A compaction another runtime made, read from an imported session: `summary` is the text
+    its model saw (put in the runtime's voice without runfold's head), `through` may be the
+    whole window (every exchange replaced) and the window may end on a reply without calls."""
+    keep_opening: bool = True
+    """False (imported only) when the summary replaced message 0 as well: the window after it
+    starts with the summary, as the source runtime's did."""
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> Change:
@@ -145,7 +152,14 @@ class Change:
                 raise invalid_args("read a compaction", "data.through", "give through (int) and summary (text)")
             if not summary.strip():
                 raise invalid_args("read a compaction", "data.summary", "a summary is never empty")
-            return cls(SUMMARY, through=through, summary=summary)
+            imported, keep = data.get("imported", False), data.get("keep_opening", True)
+            if not isinstance(imported, bool) or not isinstance(keep, bool) or (not keep and not imported):
+                raise invalid_args(
+                    "read a compaction",
+                    "data.imported, data.keep_opening",
+                    "give booleans; keep_opening false only on an imported compaction",
+                )
+            return cls(SUMMARY, through=through, summary=summary, imported=imported, keep_opening=keep)
         raise invalid_args(
             "read a compaction", "data.strategy", "use a known strategy", nearby=(CLEAR, SUMMARY)
         )
@@ -157,8 +171,13 @@ def apply_change(conv: Conversation, change: Change, seq: int) -> Conversation:
 
     Raises `E_INVALID_ARGS` when the conversation is not at a turn boundary with nothing held
     (not sendable, text held), a cleared id answers no result of the window, or `through` does not
-    end on a whole exchange of at least one (an odd index past message 2, short of the end)."""
-    if not conv.is_sendable or conv.held:
+    end on a whole exchange of at least one (an odd index past message 2, short of the end). An
+    imported compaction (`Change.imported`) may also stand after a reply without calls and
+    replace no exchange (`through` 1) or all of them (`through` = the number of messages)."""
+    at_boundary = conv.is_sendable or (
+        change.imported and len(conv) > 0 and not conv.open_calls
+    )
+    if not at_boundary or conv.held:
         raise invalid_args(
             "compact the conversation (not at a turn boundary)",
             f"seq {seq}",
@@ -185,18 +204,21 @@ def apply_change(conv: Conversation, change: Change, seq: int) -> Conversation:
             )
         return Conversation.compacted_from(messages, sources, sent_before)
     k = change.through
-    if k < 3 or k % 2 == 0 or k >= len(messages):
+    whole = change.imported and (k == len(messages) or (k >= 1 and k % 2 == 1 and k < len(messages)))
+    if not whole and (k < 3 or k % 2 == 0 or k >= len(messages)):
         raise invalid_args(
             f"replace {k} leading messages by a summary",
             f"seq {seq}",
             f"replace whole exchanges: an odd count from 3 to {len(messages) - 2}",
         )
     source = BlockSource(seq, Cause.COMPACTION)
-    kept = [(b, s) for b, s in zip(messages[0]["content"], sources[0], strict=True) if s.cause != Cause.COMPACTION]
-    first: Message = {
-        "role": "user",
-        "content": [b for b, _ in kept] + [text_block(summary_text(change.summary))],
-    }
+    kept = [
+        (b, s)
+        for b, s in zip(messages[0]["content"], sources[0], strict=True)
+        if s.cause != Cause.COMPACTION and change.keep_opening
+    ]
+    said = Runtime().render(change.summary) if change.imported else summary_text(change.summary)
+    first: Message = {"role": "user", "content": [b for b, _ in kept] + [text_block(said)]}
     return Conversation.compacted_from(
         [first, *messages[k:]], [[s for _, s in kept] + [source], *sources[k:]], sent_before
     )
@@ -227,7 +249,12 @@ def change_data(change: Change) -> dict[str, Json]:
         return {"strategy": CLEAR, "cleared": list(change.cleared)}
     if change.failed is not None:
         return {"strategy": SUMMARY, "failed": change.failed}
-    return {"strategy": SUMMARY, "through": change.through, "summary": change.summary}
+    data: dict[str, Json] = {"strategy": SUMMARY, "through": change.through, "summary": change.summary}
+    if change.imported:
+        data["imported"] = True
+    if not change.keep_opening:
+        data["keep_opening"] = False
+    return data
 
 
 SUMMARY_BACKOFF_CAP: Final = 64

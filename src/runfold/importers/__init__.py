@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from runfold.core.errors import invalid_args
 from runfold.importers import claude_code, codex, openai_chat, openhands, swe_agent
 from runfold.importers.drafts import ImportDrafts, ImportedRun, import_drafts
-from runfold.importers.plan import Event, ImportPlan, Reply, Result, Session, Text
+from runfold.importers.plan import Compaction, Event, ImportPlan, Reply, Result, Session, Text
 
 __all__ = [
     "AUTO",
     "FORMATS",
+    "Compaction",
     "Event",
     "ImportDrafts",
     "ImportPlan",

@@ -6,20 +6,24 @@ highest `output_tokens` of the streamed snapshots); the results of a parallel wa
 different lines of that reply, so the active branch is the leaf's ancestry *plus* every line
 that answers one of its calls (regrouped by `tool_use_id`); a `parentUuid` naming a line never
 written continues from the line before it; a compaction starts a new root (`compact_boundary`
-with `logicalParentUuid`) followed by the runtime's summary (`isCompactSummary`), and a second
-compaction may re-append old rows with their original uuids (kept once). `isMeta` user lines
+with `logicalParentUuid`) followed by the runtime's summary (`isCompactSummary`): it becomes a
+`Compaction` (the model saw only the summary, and the boundary's `preservedSegment` when it
+names one, after it; the earlier lines stay in the ledger), and a second compaction may
+re-append old rows with their original uuids (copies the model never saw again: kept once). `isMeta` user lines
 (hook output, CLI notes) are runtime text. Sidechain lines and `subagents/agent-*.jsonl`
 companion files become child sessions.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from runfold.core.messages import Block, redacted_thinking_block, text_block, thinking_block
 from runfold.importers.common import call_block, jsonl, ms, obj, text_of
 from runfold.importers.plan import (
+    Compaction,
     Event,
     ImportPlan,
     Reply,
@@ -28,19 +32,22 @@ from runfold.importers.plan import (
     Speaker,
     Text,
     as_int,
-    bad_source,
+    check_version,
 )
 
 FORMAT = "claude-code"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
 KNOWN_MAJOR = frozenset({"0", "1", "2"})
+SUPPORTED = "this build reads the session files of Claude Code 0.x to 2.x"
+_MESSAGE_TYPE = re.compile(rb'"type"\s*:\s*"(user|assistant)"')
+"""A message line's type, however the file spaces its JSON."""
 
 
 def detect(data: bytes) -> bool:
     """Whether `data` looks like a Claude Code file: JSONL lines with `type` user/assistant and
     a `sessionId`."""
     head = data[:65536]
-    return b'"sessionId"' in head and (b'"type":"user"' in head or b'"type":"assistant"' in head)
+    return b'"sessionId"' in head and _MESSAGE_TYPE.search(head) is not None
 
 
 def parse(data: bytes, source: str, companions: Mapping[str, bytes] | None = None) -> ImportPlan:
@@ -49,8 +56,9 @@ def parse(data: bytes, source: str, companions: Mapping[str, bytes] | None = Non
     is not JSON, a `version` this build does not know, or a tool result whose call is missing."""
     skipped: list[tuple[str, str]] = []
     rows = list(jsonl(FORMAT, source, data))
-    main_lines, side_lines = _split(rows, source, skipped)
-    sessions = [_session(main_lines, source, "main", None, skipped)]
+    bounds: dict[str, tuple[int, dict[str, Any]]] = {}
+    main_lines, side_lines = _split(rows, source, skipped, bounds)
+    sessions = [_session(main_lines, source, "main", None, skipped, bounds=bounds)]
     side_by_agent: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for n, row in side_lines:
         side_by_agent.setdefault(str(row.get("agentId") or "sidechain"), []).append((n, row))
@@ -58,36 +66,35 @@ def parse(data: bytes, source: str, companions: Mapping[str, bytes] | None = Non
         sessions.append(_session(lines, source, f"sidechain {agent}", "main", skipped))
     for name in sorted(companions or {}):
         sub_rows = list(jsonl(FORMAT, name, (companions or {})[name]))
-        sub_main, sub_side = _split(sub_rows, name, skipped)
+        sub_bounds: dict[str, tuple[int, dict[str, Any]]] = {}
+        sub_main, sub_side = _split(sub_rows, name, skipped, sub_bounds)
         sessions.append(
-            _session(sub_main + sub_side, name, f"subagent {name}", "main", skipped, prefix=f"{name} ")
+            _session(
+                sub_main + sub_side, name, f"subagent {name}", "main", skipped, f"{name} ", sub_bounds
+            )
         )
+    for n, _ in bounds.values():  # a boundary no summary line followed
+        skipped.append((f"line {n}", "compact_boundary with no summary line after it"))
     return ImportPlan(FORMAT, source, tuple(s for s in sessions if s.events), tuple(skipped))
 
 
 def _split(
-    rows: list[tuple[int, dict[str, Any]]], source: str, skipped: list[tuple[str, str]]
+    rows: list[tuple[int, dict[str, Any]]],
+    source: str,
+    skipped: list[tuple[str, str]],
+    bounds: dict[str, tuple[int, dict[str, Any]]],
 ) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, dict[str, Any]]]]:
-    """The message lines of the main chain and of sidechains; the other lines go to `skipped`.
-    A line re-appended with a uuid seen before is kept once."""
+    """The message lines of the main chain and of sidechains; `compact_boundary` lines go to
+    `bounds` (by uuid), the other lines to `skipped`. A line re-appended with a uuid seen before
+    is kept once."""
     main: list[tuple[int, dict[str, Any]]] = []
     side: list[tuple[int, dict[str, Any]]] = []
     seen: dict[str, int] = {}
     for n, row in rows:
-        version = row.get("version")
-        if isinstance(version, str) and version.split(".")[0] not in KNOWN_MAJOR:
-            raise bad_source(
-                FORMAT,
-                source,
-                f"line {n}",
-                f"Claude Code version {version} is a format this build does not know",
-                "upgrade runfold, or import the file with a runfold that reads this version",
-            )
+        check_version(FORMAT, source, f"line {n}", "Claude Code", row.get("version"), KNOWN_MAJOR, SUPPORTED)
         kind = row.get("type")
         if kind == "system" and row.get("subtype") == "compact_boundary":
-            skipped.append(
-                (f"line {n}", "compact_boundary (the summary line after it carries the compaction)")
-            )
+            bounds[str(row.get("uuid"))] = (n, row)
             continue
         if kind not in MESSAGE_TYPES:
             skipped.append((f"line {n}", f"{kind or 'untyped'} line (not part of the conversation)"))
@@ -161,14 +168,20 @@ def _session(
     parent: str | None,
     skipped: list[tuple[str, str]],
     prefix: str = "",
+    bounds: dict[str, tuple[int, dict[str, Any]]] | None = None,
 ) -> Session:
     events: list[Event] = []
+    order: list[str] = []  # the positions read so far, in order
+    at_uuid: dict[str, int] = {}  # uuid → its index in `order`
     replies: dict[str, int] = {}  # message.id → index in events
     peak: dict[str, int] = {}
     facts: dict[str, str] = {}
     model = ""
     for n, row in _active(lines, skipped, prefix):
         where = f"{prefix}line {n}"
+        if isinstance(row.get("uuid"), str):
+            at_uuid.setdefault(row["uuid"], len(order))
+        order.append(where)
         for fact, name in (("sessionId", "session_id"), ("version", "version"), ("agentId", "agent_id")):
             if isinstance(row.get(fact), str):
                 facts.setdefault(name, row[fact])
@@ -207,7 +220,10 @@ def _session(
                 Reply(tuple(blocks), (where,), str(msg.get("model") or ""), usage, msg.get("stop_reason"), t)
             )
             continue
-        speaker: Speaker = "runtime" if row.get("isMeta") or row.get("isCompactSummary") else "person"
+        if row.get("isCompactSummary"):
+            events.append(_compaction(row, where, prefix, order, at_uuid, bounds or {}, t))
+            continue
+        speaker: Speaker = "runtime" if row.get("isMeta") else "person"
         content = msg.get("content")
         if isinstance(content, str):
             events.append(Text(speaker, content, (where,), t))
@@ -229,6 +245,28 @@ def _session(
                 skipped.append((where, f"a {block.get('type')} block in a user line (kept as its JSON text)"))
                 events.append(Text(speaker, text_of([block]), (where,), t))
     return Session(key, tuple(events), model, None, parent, facts)
+
+
+def _compaction(
+    row: dict[str, Any],
+    where: str,
+    prefix: str,
+    order: list[str],
+    at_uuid: dict[str, int],
+    bounds: dict[str, tuple[int, dict[str, Any]]],
+    t: int | None,
+) -> Compaction:
+    """The runtime's summary line (`isCompactSummary`) with its `compact_boundary` (its parent,
+    taken out of `bounds`): the model saw the summary, then the boundary's preserved segment
+    (`compactMetadata.preservedSegment.headUuid` onward) when it names a line read before."""
+    summary = text_of(obj(row.get("message")).get("content"))
+    bound = bounds.pop(str(row.get("parentUuid")), None)
+    origin = (f"{prefix}line {bound[0]}", where) if bound else (where,)
+    meta = obj(bound[1].get("compactMetadata") or bound[1].get("compact_metadata")) if bound else {}
+    segment = obj(meta.get("preservedSegment") or meta.get("preserved_segment"))
+    head = segment.get("headUuid") or segment.get("head_uuid")
+    forgotten = tuple(order[: at_uuid[head]]) if isinstance(head, str) and head in at_uuid else None
+    return Compaction(summary, origin, forgotten, False, t)
 
 
 def _reply_blocks(raw: list[dict[str, Any]], model: str) -> list[Block]:

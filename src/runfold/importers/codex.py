@@ -14,13 +14,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from runfold.core.exact_json import ExactNumber
 from runfold.core.messages import Block, text_block, thinking_block
 from runfold.importers.common import call_block, jsonl, ms, text_of
-from runfold.importers.plan import Event, ImportPlan, Reply, Result, Session, Speaker, Text, as_int
+from runfold.importers.plan import (
+    Event,
+    ImportPlan,
+    Reply,
+    Result,
+    Session,
+    Speaker,
+    Text,
+    as_int,
+    bad_source,
+    check_version,
+)
 
 FORMAT = "codex"
 ASSISTANT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call"})
 OUTPUT_ITEMS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
+LINE_TYPES = ("session_meta", "turn_context", "response_item", "event_msg", "compacted")
+"""The `type`s of a `{timestamp, type, payload}` line this build reads."""
+KNOWN_MAJOR = frozenset({"0"})
+"""The Codex CLI major versions (`session_meta.cli_version`) whose rollouts this build reads."""
+SUPPORTED = (
+    "this build reads Codex CLI 0.x rollouts: {timestamp, type, payload} lines of type "
+    + ", ".join(LINE_TYPES)
+    + ", or the older layout (a meta object on line 1, then bare items with a type and record_type lines)"
+)
 
 
 def detect(data: bytes) -> bool:
@@ -35,7 +56,9 @@ def detect(data: bytes) -> bool:
 
 def parse(data: bytes, source: str) -> ImportPlan:
     """The plan of a Codex rollout (see the module docstring). Raises `E_INVALID_ARGS` naming
-    the line for a line that is not JSON (a torn last line included)."""
+    the line for a line that is not JSON (a torn last line included), a `cli_version` whose
+    major this build does not know, or a line of neither layout (an unknown line `type`, a bare
+    item without one)."""
     skipped: list[tuple[str, str]] = []
     rows = list(jsonl(FORMAT, source, data))
     items: list[tuple[str, str, dict[str, Any], int | None]] = []  # (where, type, payload, t)
@@ -43,13 +66,20 @@ def parse(data: bytes, source: str) -> ImportPlan:
     for n, row in rows:
         where = f"line {n}"
         if "payload" in row and isinstance(row.get("payload"), dict):
+            if row.get("type") not in LINE_TYPES:
+                _unknown(source, where, f"a line of type {row.get('type')!r}")
             items.append((where, str(row.get("type")), row["payload"], ms(row.get("timestamp"))))
         elif n == rows[0][0] and "type" not in row:  # the older layout's meta line
             items.append((where, "session_meta", row, ms(row.get("timestamp"))))
         elif "record_type" in row:
             skipped.append((where, f"record_type {row.get('record_type')} (resume state, not conversation)"))
-        else:
+        elif isinstance(row.get("type"), str) and not isinstance(row.get("type"), ExactNumber):
             items.append((where, "response_item", row, ms(row.get("timestamp"))))
+        else:
+            _unknown(source, where, "a line with neither a payload nor an item type")
+        kind, meta = items[-1][1:3] if items else ("", {})
+        version = meta.get("cli_version") if kind == "session_meta" and items[-1][0] == where else None
+        check_version(FORMAT, source, where, "Codex CLI", version, KNOWN_MAJOR, SUPPORTED)
     said = {
         str(p.get("message")).strip()
         for _, kind, p, _ in items
@@ -100,6 +130,16 @@ def parse(data: bytes, source: str) -> ImportPlan:
     flush()
     return ImportPlan(
         FORMAT, source, (Session("main", tuple(events), model, None, None, facts),), tuple(skipped)
+    )
+
+
+def _unknown(source: str, where: str, what: str) -> None:
+    raise bad_source(
+        FORMAT,
+        source,
+        where,
+        f"{what} is a format this build does not know; {SUPPORTED}",
+        "upgrade runfold, or import the file with a runfold that reads this version",
     )
 
 

@@ -3,6 +3,7 @@ ISO timestamps as UTC ms, and foreign content flattened to the text the model sa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -27,9 +28,61 @@ def decode(fmt: str, source: str, data: bytes) -> str:
         ) from None
 
 
+def _cut_inside_string(exc: ValueError) -> bool:
+    """Whether a JSON error is a string the text ends inside (`"abc` with no closing quote)."""
+    return str(getattr(exc, "msg", "")).startswith("Unterminated string")
+
+
+def _lone_surrogate(value: Any, path: str = "") -> str | None:
+    """The JSON path of the first string (key or value) in `value` holding a lone UTF-16
+    surrogate (`\\ud800` without its pair: not text, no ledger can hold it), else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "the value"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _lone_surrogate(key, f"{path}.{key!r} (a key)") or _lone_surrogate(item, f"{path}.{key}")
+            if found:
+                return found
+    if isinstance(value, list):
+        for j, item in enumerate(value):
+            found = _lone_surrogate(item, f"{path}[{j}]")
+            if found:
+                return found
+    return None
+
+
+_SURROGATE_ESCAPE = re.compile(r"(\\u[dD][89abAB][0-9a-fA-F]{2})?(\\u[dD][c-fC-F][0-9a-fA-F]{2})?")
+
+
+def _lone_escape_at(text: str) -> int:
+    """Where the first `\\uD800`-style escape without its pair starts in `text` (0: none found)."""
+    for m in _SURROGATE_ESCAPE.finditer(text):
+        if bool(m.group(1)) != bool(m.group(2)):
+            return m.start()
+    return 0
+
+
+def _refuse_surrogates(fmt: str, source: str, value: Any, where: str) -> None:
+    path = _lone_surrogate(value)
+    if path is not None:
+        raise bad_source(
+            fmt,
+            source,
+            where,
+            f"the string at {path.lstrip('.')} holds a lone UTF-16 surrogate escape (half a character, not text)",
+            "the tool that wrote the file cut a character in half; repair that string (or remove the line) "
+            "and import again",
+        )
+
+
 def jsonl(fmt: str, source: str, data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
     """`(1-based line number, object)` for every non-blank line of a JSONL file. A line that is
-    not JSON (a torn last line included) or not an object is refused naming its number."""
+    not JSON (a line cut short, the last or any other, included), not an object, or holding a
+    lone surrogate is refused naming its number."""
     text = decode(fmt, source, data)
     lines = text.split("\n")
     for i, line in enumerate(lines, 1):
@@ -38,16 +91,24 @@ def jsonl(fmt: str, source: str, data: bytes) -> Iterator[tuple[int, dict[str, A
         try:
             value = loads_exact(line)
         except ValueError as exc:
-            torn = i == len(lines) and not text.endswith("\n")
-            what = (
-                "the last line is cut short" if torn else f"the line is not JSON ({getattr(exc, 'msg', exc)})"
-            )
-            recovery = (
-                "the file was still being written or was truncated; import a complete copy"
-                if torn
-                else "repair or remove that line (the rest of the file is intact), then import again"
-            )
+            last = i == len(lines) and not text.endswith("\n")
+            if last:
+                what, recovery = (
+                    "the last line is cut short (the file is truncated)",
+                    "the file was still being written or was truncated; import a complete copy",
+                )
+            elif _cut_inside_string(exc):
+                what, recovery = (
+                    "the line is cut short inside a string (a truncated write)",
+                    "import a complete copy of the file, or remove that line to import the rest",
+                )
+            else:
+                what, recovery = (
+                    f"the line is not JSON ({getattr(exc, 'msg', exc)})",
+                    "repair or remove that line (the rest of the file is intact), then import again",
+                )
             raise bad_source(fmt, source, f"line {i}", what, recovery) from None
+        _refuse_surrogates(fmt, source, value, f"line {i}")
         if not isinstance(value, dict):
             raise bad_source(
                 fmt,
@@ -63,24 +124,24 @@ def whole_json(fmt: str, source: str, data: bytes) -> Any:
     """The file as one JSON value; malformed JSON is refused naming the line and column."""
     text = decode(fmt, source, data)
     try:
-        return loads_exact(text)
+        value = loads_exact(text)
     except ValueError as exc:
         err = exc if hasattr(exc, "lineno") else None
         line = getattr(err, "lineno", 1)
         col = getattr(err, "colno", 1)
-        cut = getattr(err, "pos", 0) >= len(text.rstrip())
-        what = (
-            "the file ends before the JSON does"
-            if cut
-            else f"the file is not JSON ({getattr(err, 'msg', exc)})"
-        )
-        raise bad_source(
-            fmt,
-            source,
-            f"line {line} column {col}",
-            what,
-            "import a complete, unmodified copy of the file",
-        ) from None
+        if getattr(err, "pos", 0) >= len(text.rstrip()) or _cut_inside_string(exc):
+            what = "the file ends before the JSON does: it is truncated"
+            if _cut_inside_string(exc):
+                what = "a string starting here never ends: the file is truncated"
+            recovery = "the tool may still have been writing it; import a complete copy of the file"
+        else:
+            what = f"the file is not JSON ({getattr(err, 'msg', exc)})"
+            recovery = "import a complete, unmodified copy of the file"
+        raise bad_source(fmt, source, f"line {line} column {col}", what, recovery) from None
+    if _lone_surrogate(value) is not None:
+        line = text.count("\n", 0, _lone_escape_at(text)) + 1
+        _refuse_surrogates(fmt, source, value, f"line {line}")
+    return value
 
 
 def ms(stamp: Any) -> int | None:

@@ -4,7 +4,9 @@ Each session becomes one run: `run_started` (the person's first words as the ope
 in `imported`), `session_imported` (format, source hash, the CAS locator of the source → seqs
 map), the source's system prompt as `runtime:` text, then per reply `model_called` (no request
 bytes: the source never recorded them) and `model_returned`, per answered call `tool_called`
-and `tool_result`, user-side words as `steer_received`, and `run_frozen`. The rules a
+and `tool_result`, user-side words as `steer_received`, a compaction the source runtime made as
+the conversation `context_changed` a native summary compaction writes (`imported`: the window
+after it is the one the source's model saw; the earlier lines stay), and `run_frozen`. The rules a
 conversation keeps (DESIGN.md §6) are kept here, not hoped for: a call id used earlier in the
 session is re-keyed (`<id>-<n>`, the map keeps the source's id), a call the source never
 answered is closed with `E_TOOL_OUTCOME_UNKNOWN` as resume closes a lost call, and a result
@@ -17,10 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runfold.core.canonical import Json, content_hash, encode_json
+from runfold.core.canonical import FORMAT_VERSION, Envelope, Json, content_hash, encode_json
+from runfold.core.causes import Cause
+from runfold.core.compaction import SUMMARY, Change, apply_change, change_data
+from runfold.core.conversation import Conversation
 from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.fold import RunFolder
 from runfold.core.messages import Block
 from runfold.core.payloads import (
+    ContextChanged,
     Evidence,
     ModelCalled,
     ModelReturned,
@@ -32,8 +39,8 @@ from runfold.core.payloads import (
     ToolCalled,
     ToolResult,
 )
-from runfold.core.records import Draft
-from runfold.importers.plan import ImportPlan, Reply, Result, Session, Text, bad_source
+from runfold.core.records import Draft, Record
+from runfold.importers.plan import Compaction, Event, ImportPlan, Reply, Result, Session, Text, bad_source
 
 AGENT = "agent"
 PERSON = "person"
@@ -191,6 +198,74 @@ class _Run:
         if not any(wave.open.values()):
             self.wave = None
 
+    def compaction(self, ev: Compaction) -> None:
+        """The source's compaction as a conversation `context_changed` (strategy `summary`,
+        `imported`): `through` covers every message holding a forgotten position (whole waves),
+        the whole window when the source forgot everything before it. A compaction the window
+        cannot take (a blank summary, not at a turn boundary) is runtime text instead, its map
+        row saying why."""
+        self.close_wave()
+        conv, revision = self._folded()
+        if conv is None or not ev.summary.strip():
+            self.text(Text("runtime", ev.summary, ev.origin, ev.t))
+            return
+        messages = conv.messages
+        if ev.forgotten is None:
+            through = len(messages)
+        else:
+            at = {src.seq: i for i, row in enumerate(conv.sources) for src in row}
+            gone = set(ev.forgotten)
+            seqs = {q for row in self.rows if row["at"] in gone for q in row["seqs"]}
+            last = max((at[q] for q in seqs if q in at), default=0)
+            through = min(len(messages), 1 if last == 0 else last + 1 + last % 2)
+        change = Change(
+            SUMMARY, through=through, summary=ev.summary, imported=True, keep_opening=ev.keeps_opening
+        )
+        try:
+            after = apply_change(conv.copy(), change, self.next_seq).messages
+        except RunfoldError as exc:  # e.g. text held mid-wave: the summary still reaches the window
+            self.text(Text("runtime", ev.summary, ev.origin, ev.t))
+            self.rows[-1]["compaction_refused"] = exc.action
+            return
+        payload = ContextChanged(region="conversation", cause=Cause.COMPACTION)
+        before, now = len(encode_json(messages)), len(encode_json(after))
+        added = len(encode_json(after[0]["content"][-1]))  # the summary block
+        payload.extra.update(
+            {
+                **change_data(change),
+                "bytes_added": added,
+                "bytes_removed": before + added - now,
+                "window_bytes_before": before,
+                "window_bytes_after": now,
+                "revision_before": revision,
+                "revision_after": revision + 1,
+            }
+        )
+        seq = self.add(payload, RUNTIME, ev.t)
+        self.row(ev.origin, [seq], compaction={"through": through, "forgotten": len(ev.forgotten or ())})
+        self.done = False
+
+    def _folded(self) -> tuple[Conversation | None, int]:
+        """The conversation the lines so far fold to (the fold every reader uses) and the window
+        revision, or `(None, 0)` when they do not fold (the import's own check then names why)."""
+        folder = RunFolder()
+        try:
+            for i, (payload, who, t) in enumerate(self.lines):
+                env = Envelope(
+                    v=FORMAT_VERSION,
+                    run=self.run,
+                    seq=self.first_seq + i,
+                    prev="",
+                    t=t or 0,
+                    who=who,
+                    kind=payload.KIND.value,
+                    data=payload.to_data(),
+                )
+                folder.feed(Record(env, b"", ""))
+        except RunfoldError:
+            return None, 0
+        return folder.conversation, folder.revision
+
     def close_wave(self) -> None:
         """Close every call of the open wave the source never answered (a lost call)."""
         wave = self.wave
@@ -237,17 +312,17 @@ def _opening(session: Session) -> tuple[str, int | None]:
     """The opening text and the index of the event it consumed: the person's first words before
     the first reply, else the fixed `NO_OPENING` note."""
     for i, ev in enumerate(session.events):
-        if isinstance(ev, Reply):
+        if isinstance(ev, Reply | Compaction):
             break
         if isinstance(ev, Text) and ev.speaker == PERSON and ev.text.strip():
             return ev.text, i
     return NO_OPENING, None
 
 
-def _merged(events: Sequence[Text | Reply | Result]) -> list[Text | Reply | Result]:
+def _merged(events: Sequence[Event]) -> list[Event]:
     """Consecutive replies with no user-side event between them as one reply (the conversation
     never holds two assistant messages in a row); a reply with no blocks dropped."""
-    out: list[Text | Reply | Result] = []
+    out: list[Event] = []
     for ev in events:
         if isinstance(ev, Reply) and not ev.blocks:
             continue
@@ -315,6 +390,8 @@ def import_drafts(
                 b.text(ev)
             elif isinstance(ev, Reply):
                 b.reply(ev)
+            elif isinstance(ev, Compaction):
+                b.compaction(ev)
             else:
                 b.result(ev)
         b.close_wave()

@@ -4,8 +4,10 @@ An event is an action (`action`, `args`) or an observation (`observation`, `cont
 and `cause`: the id of the action it answers). Actions the model asked for carry
 `tool_call_metadata` (`function_name`, `tool_call_id`, `model_response`, `total_calls_in_response`);
 the actions of one model response share its `model_response.id` and become one reply. A
-`condensation` action (`forgotten_event_ids`, `summary`) means the log is not what the model saw
-afterwards: its summary is runtime text and the forgotten ids are kept in the facts. A `finish`
+`condensation` action (`forgotten_event_ids` or a `forgotten_events_start_id`..`end_id` range,
+and a `summary`) means the log is not what the model saw afterwards: it becomes a `Compaction`
+forgetting those events (the first user message stays, as OpenHands keeps its first events),
+and the forgotten ids are kept in the facts. A `finish`
 call has no observation: the ledger closes it as a lost call.
 """
 
@@ -16,10 +18,27 @@ from typing import Any
 from runfold.core.exact_json import dumps_exact
 from runfold.core.messages import Block
 from runfold.importers.common import call_block, ms, obj, text_blocks, text_of, whole_json
-from runfold.importers.plan import Event, ImportPlan, Reply, Result, Session, Text, as_int, bad_source
+from runfold.importers.plan import (
+    Compaction,
+    Event,
+    ImportPlan,
+    Reply,
+    Result,
+    Session,
+    Text,
+    as_int,
+    bad_source,
+    check_version,
+)
 
 FORMAT = "openhands"
 SKIP_OBSERVATIONS = frozenset({"agent_state_changed", "null", "user_rejected", "success"})
+KNOWN_MAJOR = frozenset({"0"})
+"""The OpenHands major versions (the system action's `openhands_version`) this build reads."""
+SUPPORTED = (
+    "this build reads OpenHands 0.x trajectories: a JSON array of events, each an `action` "
+    "(with `args`) or an `observation` (with `cause`)"
+)
 
 
 def detect(data: bytes) -> bool:
@@ -30,7 +49,8 @@ def detect(data: bytes) -> bool:
 
 def parse(data: bytes, source: str) -> ImportPlan:
     """The plan of an event array (see the module docstring). Raises `E_INVALID_ARGS` naming the
-    event index for malformed JSON, an event that is neither action nor observation, or an
+    event index for malformed JSON, an `openhands_version` or event layout (1.x `kind` events)
+    this build does not know, an event that is neither action nor observation, or an
     observation whose `cause` names no earlier tool action."""
     value = whole_json(FORMAT, source, data)
     if not isinstance(value, list):
@@ -49,8 +69,20 @@ def parse(data: bytes, source: str) -> ImportPlan:
     call_of: dict[int, str] = {}  # action event id → tool_call_id
     reply_at: dict[str, int] = {}  # model_response id → index in events
     forgotten: list[str] = []
+    where_of: dict[int, str] = {}  # event id → its source position
     for i, ev in enumerate(value):
         where = f"event {i}" + (f" (id {ev.get('id')})" if isinstance(ev, dict) and "id" in ev else "")
+        if isinstance(ev, dict) and "id" in ev:
+            where_of.setdefault(as_int(ev.get("id")), where)
+        if isinstance(ev, dict) and isinstance(ev.get("kind"), str):
+            raise bad_source(  # the 1.x agent SDK writes typed events (`kind: ActionEvent`...)
+                FORMAT,
+                source,
+                where,
+                f"an event of kind {ev.get('kind')!r} is the OpenHands 1.x event layout, which this build "
+                f"does not know; {SUPPORTED}",
+                "export the trajectory from OpenHands 0.x, or upgrade runfold",
+            )
         if not isinstance(ev, dict) or ("action" not in ev and "observation" not in ev):
             raise bad_source(
                 FORMAT,
@@ -66,20 +98,27 @@ def parse(data: bytes, source: str) -> ImportPlan:
             action = ev["action"]
             if action == "system":
                 system = text_of(args.get("content"))
-                if isinstance(args.get("openhands_version"), str):
-                    facts["openhands_version"] = args["openhands_version"]
+                version = args.get("openhands_version")
+                at = f"{where} args.openhands_version"
+                check_version(FORMAT, source, at, "OpenHands", version, KNOWN_MAJOR, SUPPORTED)
+                if isinstance(version, str):
+                    facts["openhands_version"] = version
                 continue
             if action == "condensation":
                 ids = args.get("forgotten_event_ids")
+                start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
                 if isinstance(ids, list):
                     forgotten.extend(str(x) for x in ids)
-                elif args.get("forgotten_events_start_id") is not None:
-                    forgotten.append(
-                        f"{args.get('forgotten_events_start_id')}..{args.get('forgotten_events_end_id')}"
-                    )
+                    gone = [as_int(x) for x in ids]
+                elif start is not None:
+                    forgotten.append(f"{start}..{end}")
+                    gone = list(range(as_int(start), as_int(end if end is not None else start) + 1))
+                else:
+                    gone = []
                 summary = text_of(args.get("summary"))
                 if summary.strip():
-                    events.append(Text("runtime", summary, (where,), t))
+                    lost = tuple(where_of[x] for x in gone if x in where_of)
+                    events.append(Compaction(summary, (where,), lost, True, t))
                 else:
                     skipped.append((where, "condensation without a summary (events forgotten)"))
                 continue

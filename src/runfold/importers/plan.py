@@ -1,8 +1,8 @@
 """The typed import plan: what a foreign session file says, in runfold's terms, before any line.
 
-Every format module reads its bytes into `Session`s of `Text`, `Reply` and `Result` events, each
-naming the source positions it came from (`origin`); `runfold.importers.drafts` turns the plan
-into ledger drafts. Nothing here reads files or clocks: a plan is a value of the source bytes.
+Every format module reads its bytes into `Session`s of `Text`, `Reply`, `Result` and
+`Compaction` events, each naming the source positions it came from (`origin`);
+`runfold.importers.drafts` turns the plan into ledger drafts. Nothing here reads files or clocks: a plan is a value of the source bytes.
 """
 
 from __future__ import annotations
@@ -57,7 +57,21 @@ class Result:
     t: int | None = None
 
 
-Event = Text | Reply | Result
+@dataclass(frozen=True)
+class Compaction:
+    """The source runtime replaced its model's window with `summary` (a Claude Code compaction,
+    an OpenHands condensation): the model no longer saw the events at the `forgotten` source
+    positions (None: every earlier one). `keeps_opening` when the window kept its first user
+    message (OpenHands keeps its first events); Claude Code's summary replaces it too."""
+
+    summary: str
+    origin: tuple[str, ...]
+    forgotten: tuple[str, ...] | None
+    keeps_opening: bool
+    t: int | None = None
+
+
+Event = Text | Reply | Result | Compaction
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,22 @@ def bad_source(fmt: str, source: str, where: str, what: str, recovery: str) -> R
     """The §11 error of an importer: `E_INVALID_ARGS: cannot import <source> as <fmt> (<what>)
     on <where> of <source> — <recovery>`; nothing has been written when it is raised."""
     return invalid_args(f"import {source} as {fmt} ({what})", f"{where} of {source}", recovery)
+
+
+def check_version(
+    fmt: str, source: str, where: str, tool: str, version: Any, known: frozenset[str], supported: str
+) -> None:
+    """Refuse a `version` (a `major.minor...` string) whose major is not in `known`, naming
+    `where` in `source` and what this build reads (`supported`); anything else passes (a file
+    that names no version is read as the layout it has)."""
+    if isinstance(version, str) and version.split(".")[0] not in known:
+        raise bad_source(
+            fmt,
+            source,
+            where,
+            f"{tool} version {version} is a format this build does not know; {supported}",
+            "upgrade runfold, or import the file with a runfold that reads this version",
+        )
 
 
 def as_int(value: Any) -> int:

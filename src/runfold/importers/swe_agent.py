@@ -12,10 +12,11 @@ from typing import Any
 
 from runfold.importers.common import obj, whole_json
 from runfold.importers.openai_chat import chat_events
-from runfold.importers.plan import ImportPlan, Session, bad_source
+from runfold.importers.plan import ImportPlan, Session, bad_source, check_version
 
 FORMAT = "swe-agent"
 KNOWN_MAJOR = frozenset({"0", "1"})
+SUPPORTED = "this build reads the trajectories of SWE-agent 0.x and 1.x"
 
 
 def detect(data: bytes) -> bool:
@@ -40,15 +41,8 @@ def parse(data: bytes, source: str) -> ImportPlan:
     info = obj(value.get("info"))
     facts: dict[str, str] = {}
     version = info.get("swe_agent_version")
+    check_version(FORMAT, source, "info.swe_agent_version", "SWE-agent", version, KNOWN_MAJOR, SUPPORTED)
     if isinstance(version, str):
-        if version.split(".")[0] not in KNOWN_MAJOR:
-            raise bad_source(
-                FORMAT,
-                source,
-                "info.swe_agent_version",
-                f"SWE-agent version {version} is a format this build does not know",
-                "upgrade runfold, or import the file with a runfold that reads this version",
-            )
         facts["swe_agent_version"] = version
     for key in ("exit_status", "submission"):
         if isinstance(info.get(key), str):
