@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import time
 from collections import Counter
@@ -278,8 +279,9 @@ def connect(address: str, *, workers: int) -> None:
     if ray.is_initialized():
         return
     quiet: dict[str, Any] = {"log_to_driver": False, "namespace": NAMESPACE, "configure_logging": False}
-    if address == "local":
-        ray.init(num_cpus=workers, include_dashboard=False, object_store_memory=100 * 2**20, **quiet)
+    logging.getLogger("ray").setLevel(logging.ERROR)  # its start-up notices are not ours to print
+    if address == "local":  # always a new cluster of this process, never one found running
+        ray.init(address="local", num_cpus=workers, include_dashboard=False, object_store_memory=100 * 2**20, **quiet)
         return
     why = _reachable(address)
     if why is not None:
