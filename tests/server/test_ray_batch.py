@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from cli.cli_support import run_cli
 
 ray = pytest.importorskip("ray")
