@@ -12,6 +12,7 @@ model turns, a handful of durable lines, no network.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 import orjson
 
 from runfold.api import Workspace
+from runfold.runtime.spec import new_run_id
 from runfold.server.batch import BatchRunner, TaskResult, audit, connect, read_tasks, shard_roots
 from runfold.server.ray_owner import ray_module
 
@@ -54,12 +56,47 @@ def one_batch(tmp: Path, tasks: Path, workers: int, concurrency: int, kill_at: i
             killed.append(pids[0])
 
     runner.on_result = on_result
+    cpu0 = ray.get([a.cpu_s.remote() for a in runner.actors])
+    driver0 = time.process_time()
     report = runner.run(read_tasks(tasks))
+    driver = time.process_time() - driver0
+    cpu = sum(ray.get([a.cpu_s.remote() for a in runner.actors])) - sum(cpu0)
     after = ray.get([a.pid.remote() for a in runner.actors])
     runner.stop()
     summary = report.summary()
     check = audit(report)
-    return {**summary, "audit": check, "killed": killed, "restarted_as": after[0] if killed else None}
+    per_run = {"owners_ms": round(1000 * cpu / max(1, summary["runs"]), 2), "driver_ms": round(1000 * driver / max(1, summary["runs"]), 2)}
+    return {**summary, "audit": check, "killed": killed, "restarted_as": after[0] if killed else None, "cpu_per_run": per_run}
+
+
+def in_process(tmp: Path, tasks: Path, concurrency: int) -> tuple[int, float, float]:
+    """The alternative without Ray: the same runs through one `RunOwner` in this process.
+    Returns (runs, seconds, CPU seconds)."""
+    from runfold.server.owner import HostedWorkspace, RunOwner
+
+    root = tmp / "ws-in-process"
+    Workspace.init(root)
+    todo = read_tasks(tasks)
+
+    async def main() -> tuple[float, float]:
+        owner = RunOwner(HostedWorkspace(root), max_runs=concurrency)
+        await owner.start()
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(request: dict[str, object]) -> None:
+            async with sem:
+                h = await owner.dispatch(dict(request), run_id=new_run_id())
+                if h.task is not None:
+                    await h.task
+
+        t0, c0 = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(one(t.request) for t in todo))
+        out = time.perf_counter() - t0, time.process_time() - c0
+        await owner.stop()
+        return out
+
+    seconds, cpu = asyncio.run(main())
+    return len(todo), seconds, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         tasks = write_inputs(tmp, args.runs)
+        n, secs, cpu = in_process(tmp, tasks, args.concurrency)
+        print(f"no Ray, one owner in this process: {n} runs in {secs:.3f} s = {n / secs:.2f} runs/s · {1000 * cpu / n:.2f} ms CPU per run")
         rates: dict[int, float] = {}
         for w in counts:
             r = one_batch(tmp, tasks, w, args.concurrency, None)
@@ -87,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             ok = ok and good
             print(
                 f"workers {w}: {r['runs']} runs in {r['seconds']} s = {r['runs_per_s']} runs/s · outcomes {r['outcomes']} · "
+                f"CPU per run: owners {r['cpu_per_run']['owners_ms']} ms, driver {r['cpu_per_run']['driver_ms']} ms · "  # type: ignore[index]
                 f"ledger check {'ok' if good else 'FAILED'} ({a['verified_lines']} lines verified)"
             )
         base = rates[counts[0]]

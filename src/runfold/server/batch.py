@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -37,6 +39,9 @@ DEFAULT_CONCURRENCY = 16
 """Runs in flight at once by default (over all workers)."""
 CONTINUE_FIELDS = ("model", "max_turns", "system", "builtin_tools")
 """The fields of a task its successor keeps when the batch continues a lost run."""
+SESSION_ROOT_MAX = 40
+"""The longest directory a local Ray cluster's session files may go under: Ray adds about 65
+bytes of session and socket names, and a unix socket path holds at most 107."""
 RETRY_WINDOW_S = 300.0
 """How long a task keeps asking a dead owner actor again while Ray restarts it."""
 
@@ -270,6 +275,16 @@ def _unreachable(address: str, why: str) -> RunfoldError:
     )
 
 
+def _session_root() -> str | None:
+    """Where a local cluster keeps its session files: Ray's default (`$TMPDIR/ray`) unless that
+    is too long for the unix sockets Ray puts four levels below it (107 bytes at most), then
+    `/tmp/ray` (Ray's own default on Linux); `RAY_TMPDIR` wins when set."""
+    if os.environ.get("RAY_TMPDIR"):
+        return None
+    default = os.path.join(tempfile.gettempdir(), "ray")
+    return None if len(default) <= SESSION_ROOT_MAX else "/tmp/ray"
+
+
 def connect(address: str, *, workers: int) -> None:
     """Connect this process to a Ray cluster: `local` starts one on this machine with `workers`
     CPUs; anything else is the address of a running cluster (`host:port`, `ray://…`, `auto`).
@@ -281,7 +296,14 @@ def connect(address: str, *, workers: int) -> None:
     quiet: dict[str, Any] = {"log_to_driver": False, "namespace": NAMESPACE, "configure_logging": False}
     logging.getLogger("ray").setLevel(logging.ERROR)  # its start-up notices are not ours to print
     if address == "local":  # always a new cluster of this process, never one found running
-        ray.init(address="local", num_cpus=workers, include_dashboard=False, object_store_memory=100 * 2**20, **quiet)
+        ray.init(
+            address="local",
+            num_cpus=workers,
+            include_dashboard=False,
+            object_store_memory=100 * 2**20,
+            _temp_dir=_session_root(),
+            **quiet,
+        )
         return
     why = _reachable(address)
     if why is not None:
@@ -343,9 +365,7 @@ class BatchRunner:
     async def _one_run(self, k: int, task: BatchTask, request: dict[str, Any]) -> TaskResult:
         run = new_run_id()
         result = TaskResult(task, run, str(self.roots[k]))
-        status = await self._call(k, "ensure", run, request, result=result)
-        if status["state"] != "refused":
-            status = await self._call(k, "outcome", run, result=result)
+        status = await self._call(k, "ensure", run, request, True, result=result)
         result.frozen, result.cause, result.error = status["frozen"], status["cause"], status["error"]
         result.reason, result.turns = status["reason"], status["turns"]
         return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,10 +115,11 @@ class OwnerActor:
         """The pid of the worker process hosting this actor."""
         return os.getpid()
 
-    async def ensure(self, run_id: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def ensure(self, run_id: str, request: dict[str, Any], wait: bool = False) -> dict[str, Any]:
         """Start `request` as run `run_id` unless this owner or its ledger already knows that
-        run; returns `status_of` the run. Idempotent, so safe to retry. A request the owner
-        refuses returns `state: refused` with the error (nothing was written)."""
+        run; returns `status_of` the run (`wait`: once it is frozen, as `outcome`). Idempotent,
+        so safe to retry. A request the owner refuses returns `state: refused` with the error
+        (nothing was written)."""
         owner = await self._ready()
         if run_id not in owner.hosted and not owner.ledger.run_records(run_id, limit=1):
             try:
@@ -126,7 +128,11 @@ class OwnerActor:
                 out = status_of(owner, run_id)
                 out.update(state="refused", error=err.display())
                 return out
-        return status_of(owner, run_id)
+        return await self.outcome(run_id) if wait else status_of(owner, run_id)
+
+    def cpu_s(self) -> float:
+        """CPU seconds this worker process has used (user + system)."""
+        return time.process_time()
 
     async def outcome(self, run_id: str) -> dict[str, Any]:
         """`status_of` the run once it is frozen (waits while it runs or is queued)."""
