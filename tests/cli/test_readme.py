@@ -98,6 +98,8 @@ def test_readme_example_runs(index: int, tmp_path: Path, request: pytest.Fixture
         assert "water the tomatoes" in proc.stdout and "ok: 3/3 requests byte-exact" in proc.stdout
     if "AGENTS.md" in script:
         assert "instructions AGENTS.md" in proc.stdout and "ok: 3/3 requests byte-exact" in proc.stdout
+    if "runfold batch" in script:
+        assert "ledger check: 4/4 runs frozen" in proc.stdout and "4 done" in proc.stdout
     if "outcome.json" in script:
         assert '"completion":"done"' in (tmp_path / "outcome.json").read_text()
 

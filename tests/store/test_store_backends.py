@@ -494,3 +494,63 @@ def test_pg_two_writers_racing_never_both_append_nor_fork_the_chain(
     assert result["trials"] == 6
     assert result["both_appended"] == 0 and result["chain_faults"] == 0
     assert result["lines"] > 6
+
+
+def drop_newest(ws: Path, n: int) -> None:
+    """Remove the newest `n` lines from the store, as a tool other than runfold would (a
+    restored old backup, a `DELETE`): what remains verifies on its own."""
+    url = store_setting(ws)
+    if url is None:
+        (seg,) = sorted(Layout(ws).ledger_dir.glob("ledger-*.jsonl"))
+        lines = seg.read_bytes().split(b"\n")[:-1]
+        seg.write_bytes(b"".join(line + b"\n" for line in lines[:-n]))
+        return
+    import psycopg
+
+    with psycopg.connect(url.conninfo, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM runfold_lines WHERE workspace = %s AND seq >= (SELECT max(seq) + 1 - %s FROM runfold_lines "
+            "WHERE workspace = %s)",
+            (url.name, n, url.name),
+        )
+
+
+def replace_last(ws: Path, new: bytes) -> None:
+    """Replace the last line with `new`, keeping the chain valid (nothing follows it)."""
+    import blake3
+
+    url = store_setting(ws)
+    if url is None:
+        damage_line(ws, len(stored_lines(ws)) - 1, new)
+        return
+    import psycopg
+
+    with psycopg.connect(url.conninfo, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE runfold_lines SET line = %s, hash = %s WHERE workspace = %s AND seq = "
+            "(SELECT max(seq) FROM runfold_lines WHERE workspace = %s)",
+            (new, blake3.blake3(new).hexdigest(), url.name, url.name),
+        )
+
+
+def test_a_writer_refuses_a_ledger_that_lost_its_newest_lines(ws: Path) -> None:
+    with open_ledger(ws, writer=True) as w:
+        w.append([steer(RUN_A, "one"), steer(RUN_A, "two"), steer(RUN_A, "three")])
+    drop_newest(ws, 2)  # what is left is a valid chain: only the head mark knows lines are gone
+    with pytest.raises(RunfoldError) as err:
+        open_ledger(ws, writer=True).close()
+    assert err.value.code is ErrorCode.LEDGER_CORRUPT
+    assert "it ends at seq 1, but the head mark (.runfold/head-mark.json) recorded seq 3" in str(err.value)
+    assert len(stored_lines(ws)) == 2  # nothing written
+
+
+def test_a_writer_refuses_a_ledger_whose_last_line_was_replaced(ws: Path) -> None:
+    with open_ledger(ws, writer=True) as w:
+        w.append([steer(RUN_A, "one"), steer(RUN_A, "two")])
+    lines = stored_lines(ws)
+    replace_last(ws, lines[-1].replace(b'"two"', b'"TWO"'))
+    with pytest.raises(RunfoldError) as err:
+        open_ledger(ws, writer=True).close()
+    assert err.value.code is ErrorCode.LEDGER_CORRUPT
+    assert "its line at seq 2 hashes to" in str(err.value) and "changed or replaced" in str(err.value)
+    assert len(stored_lines(ws)) == len(lines)

@@ -338,18 +338,29 @@ def log_cmd(
         int | None,
         typer.Option("--tail", help="Only the newest N lines (the last N after the other filters).", metavar="N"),
     ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Then print new lines as they are committed, until Ctrl-C (with --run: until the run "
+            "is frozen). A PostgreSQL store wakes it by LISTEN/NOTIFY; a file ledger is polled.",
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
 ) -> None:
     """Show the ledger as a timeline: seq, time (UTC), run, who, kind and a one-line summary.
 
     With --json, prints each line's envelope exactly as stored, one JSON object per line.
+    With --follow it keeps going, like `tail -f`.
 
     \b
     Examples:
       runfold log --run 0198f6a2 --kind tool_called --kind tool_result
       runfold log --since 100 --limit 20 --json
       runfold log --tail 5
+      runfold log --run 0198f6a2 --follow
       runfold log -w examples/sprawling-golden-p0.jsonl
     """
     from runfold.api import Workspace
@@ -363,12 +374,17 @@ def log_cmd(
             raise invalid_args("show the log", f"{flag} {value}", hint)
     if tail is not None and limit is not None:
         raise invalid_args("show the log", "--tail with --limit", "give one: --limit N the first N, --tail N the newest N")
+    if follow and limit is not None:
+        raise invalid_args("follow the log", "--follow with --limit", "give --tail N to start from the newest N lines")
     with Workspace.open(workspace) as ws:
         records = ws.records(run=run, kind=kind or None, since=since, limit=limit)
         if tail is not None:
             records = records[len(records) - tail :] if tail else []
         names = short_run_ids([*ws.runs(), *(r.env.run for r in records)])
         empty = not records and not ws.seq_range()
+        if follow:
+            _follow(ws, run and ws.resolve_run(run), kind or None, max(ws.seq_range().stop, since or 0), records, as_json)
+            return
     if as_json:
         out = sys.stdout.buffer
         for record in records:
@@ -390,6 +406,50 @@ def log_cmd(
     run_width = max(len(names[r.env.run]) for r in records)
     for record in records:
         con.print(_timeline_row(record, who_width, kind_width, names, run_width))
+
+
+def _follow(ws: Workspace, run: str | None, kind: list[str] | None, next_seq: int, first: list[Record], as_json: bool) -> None:
+    """`log --follow`: print `first`, then each batch of new lines (filtered by `run`, `kind`)
+    once a writer commits it, from `next_seq` on; ends once `run` (when given) is frozen, or at
+    Ctrl-C (exit 0)."""
+    from runfold.api import Workspace
+    from runfold.core.ids import short_run_ids
+    from runfold.store.follow import line_waiter
+
+    if ws.read_only:
+        raise invalid_args("follow the log", "--follow", "a ledger file or directory has no writer to follow; drop --follow")
+    root = ws.root
+    con = out_console()
+
+    def show(batch: list[Record]) -> None:
+        if as_json:
+            sys.stdout.buffer.write(b"".join(r.raw + b"\n" for r in batch))
+            sys.stdout.buffer.flush()
+            return
+        names = short_run_ids([*ws.runs(), *(r.env.run for r in batch)])
+        for record in batch:
+            con.print(_timeline_row(record, 12, max(len(record.env.kind), 18), names, max(len(n) for n in names.values())))
+
+    def frozen(batch: list[Record]) -> bool:
+        return run is not None and any(r.env.run == run and r.env.kind == Kind.RUN_FROZEN.value for r in batch)
+
+    show(first)
+    if run is not None and ws.records(run=run, kind=Kind.RUN_FROZEN.value, limit=1):
+        return
+    try:
+        with line_waiter(root) as waiter:
+            while True:
+                if waiter.wait(next_seq, 5.0) <= next_seq:
+                    continue
+                with Workspace.open(root) as now:
+                    batch = now.records(run=run, since=next_seq)
+                    next_seq = max(now.seq_range().stop, next_seq)
+                shown = [r for r in batch if kind is None or r.env.kind in kind]
+                show(shown)
+                if frozen(batch):
+                    return
+    except KeyboardInterrupt:
+        return
 
 
 # ---- show ---------------------------------------------------------------------------------

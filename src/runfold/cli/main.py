@@ -97,6 +97,9 @@ def _register() -> None:
     from runfold.cli import mcp_cmds
 
     mcp_cmds.register(app)
+    from runfold.cli import batch_cmds
+
+    batch_cmds.register(app)
     for info in app.registered_commands:  # one usage-line style for every verb
         if info.cls in (None, TyperCommand):
             info.cls = RunfoldCommand

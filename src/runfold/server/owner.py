@@ -211,14 +211,16 @@ class RunOwner:
 
     # ---- dispatch --------------------------------------------------------------------------
 
-    async def dispatch(self, request: dict[str, Any]) -> Hosted:
+    async def dispatch(self, request: dict[str, Any], *, run_id: str | None = None) -> Hosted:
         """Accept a run (`request`: the fields of `SPEC_FIELDS`, and `fork: {run, at}` or
         `continues`). Below the limit it starts, and this returns once its `run_started` is
         durable (state `running`, or `frozen` when it already ended); past it, the dispatch is
         written to the durable queue first (state `queued`). Raises `E_INVALID_ARGS` (nothing
         written) for a bad request, `E_PATH_NOT_FOUND` for a fork or continue of an unknown run,
-        and what the run's start raises (a bad model SPEC, a run still running to continue)."""
-        run_id = new_run_id()
+        and what the run's start raises (a bad model SPEC, a run still running to continue).
+        `run_id` names the run (None: a fresh id); a caller that may retry a dispatch names it,
+        so that a retry finds the run instead of starting it twice (`runfold.server.ray_owner`)."""
+        run_id = run_id if run_id is not None else new_run_id()
         spec = spec_of(request, run_id)
         if spec.origin is not None:
             self.resolve(spec.origin, ledger_only=True)

@@ -86,7 +86,7 @@ def migrate_to_store(source: LedgerView, name: str, url: StoreUrl, ws: Path) -> 
     _empty_source(source, name)
     started = time.perf_counter()
     records = _Counted(source.records())
-    with PgLedger.open(url, ws, writer=True) as target:
+    with PgLedger.open(url, ws, writer=True, marks=False) as target:  # the source's marks name the copy
         load_lines(target, records)
     with PgLedger.open(url, ws, writer=False) as check:
         _check_heads(source, check.next_seq, check.head, url.shown)

@@ -28,6 +28,7 @@ from runfold.core.payloads import WorkspaceInitialized
 from runfold.core.records import Draft, Record
 from runfold.store.backend import StoreUrl
 from runfold.store.layout import Layout
+from runfold.store.marks import HeadMarker, check_marks, read_head_mark, read_resume_mark
 from runfold.store.staging import Stager
 
 RUNTIME = "runtime"
@@ -179,6 +180,7 @@ class PgLedger:
         self._poisoned: RunfoldError | None = None
         self._closed = False
         self._where = f"{url.shown} workspace {url.name}"
+        self._marker = HeadMarker(self.layout)
 
     # ---- opening ---------------------------------------------------------------------
 
@@ -204,20 +206,33 @@ class PgLedger:
         return ledger
 
     @classmethod
-    def open(cls, url: StoreUrl, ws: Path, *, writer: bool) -> PgLedger:
+    def open(cls, url: StoreUrl, ws: Path, *, writer: bool, marks: bool = True) -> PgLedger:
         """Open workspace `url.name` of the database (`ws` is the local workspace directory
         holding `.runfold/`). A writer takes the advisory lock and bumps the lease epoch.
         Both check the last line (its bytes, chain hash and seq) and that seqs are contiguous.
+        A writer also checks, as the file writer does, that the database still holds the lines
+        the workspace's marks name (`runfold.store.marks`: the head mark, the resume mark — each
+        line re-read and its bytes re-checked), then records its head in the head mark, at open
+        and after each batch. `marks=False` skips the check for a writer that fills an empty
+        workspace with a copy of the ledger the marks name (`runfold migrate`).
 
         Raises `E_LEDGER_HELD` naming the holder, `E_STORAGE_FATAL` when the server cannot be
-        reached, `LineRefused`/`E_LEDGER_CORRUPT` for a damaged tail or a seq gap.
+        reached, `LineRefused`/`E_LEDGER_CORRUPT` for a damaged tail or a seq gap, and
+        `E_LEDGER_CORRUPT` (`marks.lost_tail_error`) when the table lost its newest lines or a
+        marked line was changed.
         """
         self = cls(url, ws, writer=writer)
         try:
             self._conn = connect(url)
             if writer:
                 self._take_lease()
+                head_mark = read_head_mark(self.layout)  # marks first: they name lines committed before now
+                named = [m for m in (head_mark, read_resume_mark(self.layout)) if m is not None] if marks else []
             self._load()
+            if writer:
+                held = {m.seq: self.record_at(m.seq).hash for m in named if m.seq < self._next_seq}
+                check_marks(named, self._next_seq, held, self._where, "open the ledger for writing")
+                self._marker.record_open(head_mark, self._next_seq - 1, self._head, lambda: None)
         except BaseException:
             self.close()
             raise
@@ -338,6 +353,7 @@ class PgLedger:
             raise self._poisoned
         self._next_seq = records[-1].env.seq + 1
         self._head = records[-1].hash
+        self._marker.write(self._next_seq - 1, self._head)
         for cb in tuple(self.on_durable):
             cb(records)
         return len(records)
@@ -516,6 +532,7 @@ class PgLedger:
             return
         self._closed = True
         self._pending = []
+        self._marker.close()
         for conn in (self._read_conn, self._conn):
             if conn is not None:
                 try:
