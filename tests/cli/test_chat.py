@@ -177,14 +177,25 @@ def test_piped_lines_are_messages_and_a_second_session_carries_the_room_on(tmp_p
     assert [line for line in lines if line["kind"] == "run_started"][-1]["data"]["opening"] == "with_person"
 
 
-def test_chat_refuses_a_workspace_a_server_owns(tmp_path: Path) -> None:
+def test_chat_goes_through_the_server_that_owns_the_workspace(tmp_path: Path) -> None:
     from server.srv_support import make_workspace, start_server
 
     root = make_workspace(tmp_path / "ws")
+    script = write_script(tmp_path / "s.jsonl", [say("served answer")])  # the server builds a provider per run
     srv = start_server(root)
     try:
-        proc = chat(root, write_script(tmp_path / "s.jsonl", [say("x")]), "hi\n")
+        proc = chat(root, script, "hi there\n/runs\nagain\n")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        with srv.client() as c:
+            served = {r["run"] for r in c.get("/runs").json()["runs"]}
     finally:
         srv.stop()
-    assert proc.returncode != 0
-    assert "E_INVALID_ARGS: cannot chat in the workspace" in proc.stderr and "runfold serve" in proc.stderr
+    assert proc.stdout.count("served answer") == 2 and "session ended: 2 run(s)" in proc.stdout
+    lines = lines_of(root)
+    starts = [line for line in lines if line["kind"] == "run_started"]
+    assert {s["run"] for s in starts} <= served and len(starts) == 2
+    opened = [line for line in lines if line["kind"] == "session_opened"]
+    assert [(o["run"], o["data"]) for o in opened] == [(starts[0]["run"], {"carried": False})]
+    assert starts[1]["data"]["predecessor"] == starts[0]["run"]
+    with Workspace.open(root) as ws:
+        assert ws.verify().lines == len(lines)

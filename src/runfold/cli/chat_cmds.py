@@ -22,7 +22,7 @@ import typer
 
 from runfold.cli.common import EXIT_CODES_HELP, WorkspaceOption, err_console, out_console
 from runfold.cli.live import LiveView
-from runfold.core.errors import RunfoldError, invalid_args
+from runfold.core.errors import RunfoldError
 
 if TYPE_CHECKING:
     import asyncio
@@ -30,9 +30,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from runfold.api import RunOutcome
+    from runfold.cli.remote import Remote
     from runfold.core.fold import RunSummary
+    from runfold.core.payloads import SessionOpened
     from runfold.core.records import Record
     from runfold.providers.base import Provider
+    from runfold.runtime.spec import RunSpec
 
 PROMPT = "you> "
 HELP_TEXT = """\
@@ -78,19 +81,22 @@ class ChatView(LiveView):
 
 @dataclass
 class ChatSession:
-    """One chat: the workspace `root`, the `room` (None: the root), the session's `provider`,
-    the `current` run the next message continues (None: the next message starts the room's
+    """One chat: the workspace `root`, the `room` (None: the root), the session's `provider`
+    (built once; a SPEC or None when `remote`, the `runfold serve` owning the workspace, runs
+    the turns), the `current` run the next message continues (None: the next message starts the room's
     first run), `opening`: the `session_opened` payload the session's first run writes (None once
     written), and the runs it made."""
 
     root: Path
     room: str | None
-    provider: Provider
+    provider: Provider | str | None
     current: str | None
-    opening: Any
+    opening: SessionOpened | None
+    remote: Remote | None = None
     runs: list[str] = field(default_factory=list)
 
-    def spec(self, text: str) -> Any:
+    def spec(self, text: str) -> RunSpec:
+        """The run of the person's message `text`."""
         from runfold.runtime.spec import RunSpec
 
         return RunSpec(
@@ -131,11 +137,16 @@ def _signals_restored() -> Iterator[None]:
 
 
 def _turn(session: ChatSession, text: str, runner: asyncio.Runner, console: Console) -> None:
-    """One person's message: a run driven with the live view; its end is said when it is not
-    an answer (cancelled, a limit, an error)."""
+    """One person's message: a run driven with the live view (by the server when one owns the
+    workspace); its end is said when it is not an answer (cancelled, a limit, an error)."""
     from runfold.api import Workspace
     from runfold.cli import foreground
 
+    if session.remote is not None:
+        followed = _remote_turn(session, session.remote, text, console)
+        if followed is not None:
+            _ended(session, followed, console)
+        return
     ws = Workspace.open(session.root)
     view = ChatView(console, fancy=console.is_terminal)
     hooks: dict[str, Any] = {"on_durable": view.on_event, "on_delta": view.on_delta}
@@ -143,7 +154,6 @@ def _turn(session: ChatSession, text: str, runner: asyncio.Runner, console: Cons
         from runfold.cli.approve_prompt import TerminalAsk
 
         hooks["ask"] = TerminalAsk(view)
-    outcome: RunOutcome | None = None
     try:
         with _signals_restored(), view:
             outcome = runner.run(foreground._drive(ws, session.spec(text), view, hooks))
@@ -152,6 +162,33 @@ def _turn(session: ChatSession, text: str, runner: asyncio.Runner, console: Cons
         return
     finally:
         ws.close()
+    _ended(session, outcome, console)
+
+
+def _remote_turn(session: ChatSession, remote: Remote, text: str, console: Console) -> RunOutcome | None:
+    """The turn run by the server: dispatched, then followed through its event stream (durable
+    lines; Ctrl-C cancels it there). None when it was refused or no longer followed."""
+    from runfold.cli.remote import dispatch, follow, outcome_of
+
+    try:
+        run = dispatch(remote, session.spec(text))
+    except RunfoldError as err:
+        err_console().print(err.display(), markup=False)
+        return None
+    view = ChatView(console, fancy=console.is_terminal)
+    with _signals_restored(), view:
+        records = follow(remote, run, view)
+    if records is None:
+        session.current = None  # still freezing on the server: the next message waits for it
+        console.print(f"(stopped following run {run[:8]}; continue it once it is frozen: /runs)", markup=False)
+        return None
+    return outcome_of(run, records)
+
+
+def _ended(session: ChatSession, outcome: RunOutcome, console: Console) -> None:
+    """The session after a turn: the run it ended with is the next message's to continue."""
+    from runfold.cli import foreground
+
     session.opening = None
     session.current = outcome.run_id
     session.runs.append(outcome.run_id)
@@ -205,14 +242,17 @@ def _fork(session: ChatSession, args: list[str], console: Console) -> None:
     try:
         with Workspace.open(session.root) as ws:
             at = int(args[0]) if args else ws.records(session.current)[-1].seq
-            plan = ws.fork(session.current, at)
+            if session.remote is not None:  # the server writes the fork
+                view = session.remote.fork(session.current, at, None)
+            else:
+                plan = ws.fork(session.current, at)
+                view = ForkView(plan.new_run, plan.mother, plan.asked, plan.cut, plan.moved, len(plan.inherited.messages))
     except ValueError:
         console.print(f"/fork takes a seq (a whole number), not {args[0]!r}", markup=False)
         return
     except RunfoldError as err:
         err_console().print(err.display(), markup=False)
         return
-    view = ForkView(plan.new_run, plan.mother, plan.asked, plan.cut, plan.moved, len(plan.inherited.messages))
     for line in fork_lines(view):
         console.print(line, markup=False)
     console.print("your next message continues the fork", markup=False)
@@ -299,32 +339,25 @@ def chat_cmd(
     import asyncio
 
     from runfold.api import Workspace
+    from runfold.cli.remote import server_of
     from runfold.core.address import parse_address
     from runfold.core.payloads import ForkPoint, SessionOpened
-    from runfold.providers.registry import provider_from_spec
-    from runfold.runtime.assemble import resolve_defaults
-    from runfold.runtime.config import require_key
-    from runfold.runtime.spec import RunSpec
+    from runfold.runtime.assemble import session_provider
 
     room_addr = None if room in (".", "") else room
     if room_addr is not None:
         parse_address(room_addr)
     with Workspace.open(workspace) as ws:
-        info = ws.server()
-        if info is not None:
-            raise invalid_args(
-                "chat in the workspace",
-                f"the workspace {ws.root} (`runfold serve`, pid {info.pid}, owns it)",
-                "a chat needs the workspace's writer between its turns: stop the server, or talk to "
-                "its runs with `runfold run` and `runfold continue RUN --task TEXT`",
-            )
+        remote = server_of(ws)
         root = ws.root
         config = ws.settings()
         previous = _previous(ws.run_summaries(), room_addr)
-    chosen = resolve_defaults(RunSpec("chat", model=model), config).model
-    assert isinstance(chosen, str)
-    require_key(chosen)
-    provider = provider_from_spec(chosen, sections=config.providers, base_dir=Path.cwd())
+    provider: Provider | str | None = model
+    if remote is not None:  # the server runs every turn with the model it builds per run
+        talker = f"{model or 'the default model'} through `runfold serve` (pid {remote.info.pid})"
+    else:
+        provider, _owned = session_provider(model, config, command_line=True)
+        talker = provider.model
     where = f"room {room_addr}" if room_addr else "the workspace root"
     console = out_console()
     if previous is not None and not new:
@@ -334,11 +367,11 @@ def chat_cmd(
         origin = ForkPoint(run=previous.run, at_seq=previous.last_seq) if previous is not None else None
         opening = SessionOpened(from_=origin, carried=False)
         said = "a new conversation"
-    session = ChatSession(root, room_addr, provider, previous.run if previous and not new else None, opening)
+    session = ChatSession(root, room_addr, provider, previous.run if previous and not new else None, opening, remote)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     if interactive:
         console.print(
-            f"chat in {where} with {provider.model}: {said}. /help lists the commands; Ctrl-D ends.",
+            f"chat in {where} with {talker}: {said}. /help lists the commands; Ctrl-D ends.",
             markup=False,
         )
     with asyncio.Runner() as runner:
@@ -355,7 +388,10 @@ def chat_cmd(
                     continue
                 _turn(session, line, runner, console)
         finally:
-            runner.run(provider.aclose())
+            if remote is not None:
+                remote.close()
+            elif not isinstance(provider, str) and provider is not None:
+                runner.run(provider.aclose())
     if session.runs:
         console.print(f"session ended: {len(session.runs)} run(s), the last {session.runs[-1]}", markup=False)
 

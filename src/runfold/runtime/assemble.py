@@ -76,6 +76,21 @@ def resolve_defaults(spec: RunSpec, config: WorkspaceConfig) -> Resolved:
     return Resolved(spec.model if spec.model is not None else config.model, max_turns, tools)
 
 
+def session_provider(
+    model: str | Provider | None, config: WorkspaceConfig, *, command_line: bool = False
+) -> tuple[Provider, bool]:
+    """The one provider several runs share (a chat, a probe): `model` as given, else
+    `[defaults].model`, else `local`; a SPEC is built once (so a script plays on from run to run
+    and a local model loads once). Returns it and whether the caller must close it. Raises
+    `E_CONFIG_INVALID` for a missing API key (`command_line` only) or a provider not installed."""
+    chosen = resolve_defaults(RunSpec("session", model=model), config).model
+    if not isinstance(chosen, str):
+        return chosen, False
+    if command_line:
+        require_key(chosen)
+    return provider_from_spec(chosen, sections=config.providers, base_dir=Path.cwd()), True
+
+
 async def drive_run(
     spec: RunSpec, config: WorkspaceConfig, host: RunHost, hooks: RunHooks | None = None
 ) -> RunOutcome:

@@ -88,6 +88,17 @@ ROOM_PATTERN = r"^[^/\\:\x00-\x1f\x7f]+(/[^/\\:\x00-\x1f\x7f]+)*$"
 characters (`.` and `..` segments and `.runfold` are refused too, DESIGN.md §9)."""
 
 
+class SessionRequest(BaseModel):
+    """The interactive session a run opens (`runfold chat`'s first turn): recorded as its
+    `session_opened` line, `from` = `{run, at_seq}` when both are given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    carried: bool = Field(False, description="Whether the previous session's conversation travels with this one.")
+    run: str | None = Field(None, description="The run the previous session ended with.")
+    at_seq: int | None = Field(None, ge=0, le=2**63 - 1, description="That run's last seq.")
+
+
 class RunRequest(BaseModel):
     """What a run is asked to do; a field left out takes the workspace's default."""
 
@@ -100,6 +111,7 @@ class RunRequest(BaseModel):
     max_turns: int | None = Field(None, ge=1, description="Turn ceiling.")
     builtin_tools: bool | list[ToolName] | None = Field(None, description="True, False or built-in tool names.")
     system: str | None = Field(None, description="Replaces the default system text.")
+    session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
 
 
 class ContinueRequest(BaseModel):
@@ -111,6 +123,7 @@ class ContinueRequest(BaseModel):
     model: str | None = None
     max_turns: int | None = Field(None, ge=1)
     builtin_tools: bool | list[ToolName] | None = None
+    session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
 
 
 class ForkRequest(ContinueRequest):
