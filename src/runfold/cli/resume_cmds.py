@@ -27,7 +27,6 @@ from runfold.cli.common import (
 from runfold.cli.fold_cmds import RunArg, chosen_run
 from runfold.cli.run_cmds import RUN_EPILOG
 from runfold.core.figures import count
-from runfold.core.fold.runs import first_line
 from runfold.core.ids import short_run_ids
 
 if TYPE_CHECKING:
@@ -272,6 +271,8 @@ def _with_probe(ws: Workspace, spec: RunSpec, path: Path) -> tuple[RunSpec, Call
         raise
 
     async def after(ws: Workspace, outcome: RunOutcome, view: LiveView) -> None:
+        from runfold.core.fold.runs import first_line
+
         try:
             line = await ws.aprobe(probe, outcome.run_id, model=provider)
         finally:
