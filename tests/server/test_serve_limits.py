@@ -22,6 +22,13 @@ def served(tmp_path: Path) -> Iterator[Server]:
     srv.stop()
 
 
+@pytest.fixture
+def plain(tmp_path: Path) -> Iterator[Server]:
+    srv = start_server(make_workspace(tmp_path / "plain"))
+    yield srv
+    srv.stop()
+
+
 def _done_run(srv: Server, tmp_path: Path) -> str:
     answer = write_script(tmp_path / "a.jsonl", [{"content": [{"kind": "text", "text": "ok"}]}])
     with srv.client() as c:
@@ -43,10 +50,10 @@ def _done_run(srv: Server, tmp_path: Path) -> str:
     ],
 )
 def test_a_bad_seq_is_refused_alike_as_since_or_last_event_id(
-    served: Server, tmp_path: Path, params: dict[str, str], headers: dict[str, str]
+    plain: Server, tmp_path: Path, params: dict[str, str], headers: dict[str, str]
 ) -> None:
-    run = _done_run(served, tmp_path)
-    with served.client() as c:
+    run = _done_run(plain, tmp_path)
+    with plain.client() as c:
         resp = c.get(f"/runs/{run}/events", params=params, headers=headers)
     assert resp.status_code == 422, resp.text
     body = resp.json()
@@ -56,9 +63,9 @@ def test_a_bad_seq_is_refused_alike_as_since_or_last_event_id(
     assert body["message"].startswith("E_INVALID_ARGS: cannot read the request")
 
 
-def test_a_good_seq_works_either_way(served: Server, tmp_path: Path) -> None:
-    run = _done_run(served, tmp_path)
-    with served.client() as c:
+def test_a_good_seq_works_either_way(plain: Server, tmp_path: Path) -> None:
+    run = _done_run(plain, tmp_path)
+    with plain.client() as c:
         lines = c.get(f"/runs/{run}", params={"lines": True}).json()["lines"]
         second = lines[1]["seq"]
         by_since = c.get(f"/runs/{run}/events", params={"since": second + 1})
