@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from runfold.core import fold as fold_api
 from runfold.core.errors import invalid_args
+from runfold.core.probe import Probe
 from runfold.core.records import Record
 from runfold.store.backend import open_ledger
 from runfold.store.cas import Cas
@@ -349,6 +350,31 @@ class WorkspaceRuns:
             task, goal, model, room, max_turns, tools, builtin_tools, system, retry, record, continues=run
         )
         return asyncio.run(self.arun_spec(spec, RunHooks(on_event, on_delta, cancel, steers, on_durable)))
+
+    async def aprobe(self, probe: Path | Probe, successor: str, *, model: str | Provider | None = None) -> Record:
+        """The handoff probe (DESIGN.md §4 `eval_run`): ask `probe` (a `Probe`, or the path of
+        its JSON file, see `runfold.core.probe.parse_probe`) of the last state of `successor`'s
+        predecessor and of `successor`'s own — each question a one-turn fork without tools, run
+        by `model` (default as for `arun`; built once for every question) — and append the
+        `eval_run` line (answers, kept, lost) to `successor`; returns that line. Raises
+        `E_INVALID_ARGS` for a bad probe file or a run that continues none, and a run's errors."""
+        from runfold.core.probe import parse_probe
+        from runfold.runtime.assemble import session_provider
+        from runfold.runtime.probe import probe_handoff
+
+        self._writable("probe a handoff", "`runfold init` a workspace to run agents in")
+        if not isinstance(probe, Probe):
+            try:
+                raw = Path(probe).read_bytes()
+            except OSError as exc:
+                raise invalid_args("read the probe", str(probe), f"give the path of a probe JSON file ({exc.strerror})") from None
+            probe = parse_probe(raw, str(probe))
+        provider, owned = session_provider(model, self.settings())
+        try:
+            return await probe_handoff(self, probe, successor, provider)
+        finally:
+            if owned:
+                await provider.aclose()
 
     @asynccontextmanager
     async def shared_writer(self) -> AsyncIterator[tuple[LedgerWriter, ControlHub | None]]:

@@ -7,10 +7,7 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import pytest
 
 from control.ctl_support import ledger_lines, runfold, write_script
 from runfold.api import Workspace
+from tmux_support import Pane
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None and os.environ.get("CI") != "true",
@@ -32,41 +30,6 @@ def use(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def say(text: str) -> dict[str, Any]:
     return {"content": [{"kind": "text", "text": text}]}
-
-
-class Pane:
-    """One tmux session on a private server socket, running one command."""
-
-    def __init__(self, command: str, cwd: Path) -> None:
-        self.socket = f"rf-{uuid.uuid4().hex[:12]}"
-        keep = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME", "LANG")}
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in keep.items())
-        full = f"cd {shlex.quote(str(cwd))} && env NO_COLOR=1 {exports} {command}; echo EXITED=$?; sleep 600"
-        self.tmux("new-session", "-d", "-s", "rf", "-x", "160", "-y", "50", full)
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run(
-            ["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True, timeout=30
-        ).stdout
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "rf")
-
-    def wait_for(self, text: str, timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            shown = self.screen()
-            if text in shown:
-                return shown
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; the pane shows:\n{self.screen()}")
-
-    def type(self, line: str) -> None:
-        self.tmux("send-keys", "-t", "rf", "-l", line)
-        self.tmux("send-keys", "-t", "rf", "Enter")
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """schemathesis against the served OpenAPI schema: generated requests to every operation get no
 5xx and answers that fit the schema; every status the schema documents is reached (generated, or
-by a directed request where only a state reaches it: a frozen run's 409, a wrong token's 401)."""
+by a directed request where only a state reaches it: a frozen run's 409, a wrong token's 401,
+a body past the ceiling's 413)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,8 @@ def test_generated_requests_get_no_5xx_and_every_documented_status_is_reached(tm
                     seen[label].add(c.request(method, concrete, json=body).status_code)
                     if method == "POST":
                         seen[label].add(c.request(method, concrete, content=b"{", headers={"content-type": "application/json"}).status_code)
+                        big = b'{"text": "' + b"x" * (1024 * 1024) + b'"}'  # past the default 1 MiB ceiling
+                        seen[label].add(c.request(method, concrete, content=big, headers={"content-type": "application/json"}).status_code)
                     else:
                         seen[label].add(c.request(method, concrete, params={"lines": "maybe", "since": -1}).status_code)
                 if path.endswith("/fork"):

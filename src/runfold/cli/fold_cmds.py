@@ -28,6 +28,7 @@ from runfold.core.tokens import TokenCount
 
 if TYPE_CHECKING:
     from runfold.api import Workspace
+    from runfold.cli.remote import ForkView
     from runfold.core.fold.why import WhyReport
     from runfold.runtime.window_view import WindowView
 
@@ -272,14 +273,22 @@ def fork_cmd(
         )
         return
     con = out_console()
-    con.print(f"forked {plan.new_run} from {plan.mother} at seq {plan.cut}", markup=False)
-    if plan.moved is not None:
-        con.print(f"cut moved from seq {plan.asked}: {plan.moved}", markup=False)
-    con.print(f"inherited {plan.messages} message(s); not started", markup=False)
+    for line in fork_lines(plan):
+        con.print(line, markup=False)
     con.print(
         f"next: runfold continue {plan.new_run}{workspace_flag(ws.root)} [--model SPEC] to run it",
         markup=False,
     )
+
+
+def fork_lines(plan: ForkView) -> list[str]:
+    """What `runfold fork` says of a fork it wrote: the new run, its mother and the cut used
+    (and why the cut moved), and the messages it inherits."""
+    lines = [f"forked {plan.new_run} from {plan.mother} at seq {plan.cut}"]
+    if plan.moved is not None:
+        lines.append(f"cut moved from seq {plan.asked}: {plan.moved}")
+    lines.append(f"inherited {plan.messages} message(s); not started")
+    return lines
 
 
 # ---- runs and tree ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +111,19 @@ async def _drive(ws: Workspace, spec: RunSpec, view: LiveView, hooks: dict[str, 
             _ignore_sigint()  # the run is frozen: a late Ctrl-C must not interrupt the summary
 
 
+async def _drive_then(
+    ws: Workspace,
+    spec: RunSpec,
+    view: LiveView,
+    hooks: dict[str, Any],
+    after: Callable[[Workspace, RunOutcome, LiveView], Awaitable[None]] | None,
+) -> RunOutcome:
+    outcome = await _drive(ws, spec, view, hooks)
+    if after is not None:
+        await after(ws, outcome, view)
+    return outcome
+
+
 def _usage_obj(outcome: RunOutcome) -> dict[str, int]:
     u = outcome.usage
     return {"input": u.input, "output": u.output, "cache_read": u.cache_read, "cache_write": u.cache_write}
@@ -128,12 +141,22 @@ def _next_commands(run_id: str, fork_at: int | None, completion: str = "done", w
     return [cmd + where for cmd in out]
 
 
-def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, events: bool = False) -> None:
+def run_live(
+    ctx: typer.Context,
+    ws: Workspace,
+    spec: RunSpec,
+    json: bool,
+    *,
+    events: bool = False,
+    after: Callable[[Workspace, RunOutcome, LiveView], Awaitable[None]] | None = None,
+) -> None:
     """Drive the run `spec` (as typed: the runtime fills in the defaults) with the live view
     (fed each line of the run once it is durable), Ctrl-C, SIGTERM and SIGHUP handling and the
     summary (`run`, `continue`); exits with the completion's code.
     `events`: print each durable line of the run as JSON Lines on stdout (`--events`), the live
-    view and summary on stderr. When `runfold serve` owns the workspace the run is handed to it
+    view and summary on stderr. `after(ws, outcome, view)` is awaited once the run is frozen, on
+    the same event loop (a provider the run used may be used again), before the summary (a local
+    run only). When `runfold serve` owns the workspace the run is handed to it
     (`runfold.cli.remote`)."""
     from runfold.cli.remote import run_remote, server_of
 
@@ -164,7 +187,7 @@ def run_live(ctx: typer.Context, ws: Workspace, spec: RunSpec, json: bool, *, ev
     with _late_interrupts_ignored():
         try:
             with view:
-                outcome = asyncio.run(_drive(ws, spec, view, hooks))
+                outcome = asyncio.run(_drive_then(ws, spec, view, hooks, after))
         except asyncio.CancelledError:
             # Three Ctrl-Cs: the run was frozen as cancelled by the executor.
             err_console().print("the run was stopped and frozen as cancelled", markup=False)

@@ -185,6 +185,14 @@ class LiveView:
         )
 
     def _on_model_returned(self, record: Record, data: dict[str, Any]) -> None:
+        said, summary = self._take_reply(data)
+        self.line(summary)
+        if said and head(said) != f'"{self.last_reply}"':  # the head was cut: the whole reply too
+            self._print_whole(self.last_reply)
+
+    def _take_reply(self, data: dict[str, Any]) -> tuple[str, str]:
+        """Count a `model_returned` payload in (turns, tokens, cost, `last_reply`); returns its
+        text on one line and the turn's one-line summary."""
         self.turns += 1
         self.waiting = ""
         self._streamed = ""
@@ -221,9 +229,7 @@ class LiveView:
         stop = _str(data, "stop")
         if stop and stop not in ("end_turn", "tool_use", "stop", "tool_calls", "completed"):
             parts.append(f"· stop {stop}")
-        self.line(" ".join(parts))
-        if said and head(said) != f'"{self.last_reply}"':  # the head was cut: the whole reply too
-            self._print_whole(self.last_reply)
+        return said, " ".join(parts)
 
     def _print_whole(self, text: str) -> None:
         """A reply's whole text from its durable line, indented under the turn's line."""

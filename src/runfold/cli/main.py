@@ -85,6 +85,9 @@ def _register() -> None:
     from runfold.cli import import_cmds
 
     import_cmds.register(app)
+    from runfold.cli import chat_cmds
+
+    chat_cmds.register(app)
     from runfold.cli import serve_cmds
 
     serve_cmds.register(app)

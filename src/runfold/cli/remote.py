@@ -9,7 +9,7 @@ run only (the server and its other runs go on).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import httpx
 
     from runfold.api import RunOutcome, Workspace
+    from runfold.cli.live import LiveView
     from runfold.runtime.spec import RunSpec
     from runfold.store.serving import ServeInfo
 
@@ -164,6 +165,10 @@ def dispatch(remote: Remote, spec: RunSpec) -> str:
     else:
         body = {**common, "task": spec.task, "goal": spec.goal, "room": spec.room}
         path = "/runs"
+    if spec.session is not None and spec.fork is None:
+        origin = spec.session.from_
+        where = {"run": origin.run, "at_seq": origin.at_seq} if origin is not None else {}
+        body["session"] = {"carried": spec.session.carried, **where}
     return str(remote.call("POST", path, {k: v for k, v in body.items() if v is not None})["run"])
 
 
@@ -206,29 +211,37 @@ def run_remote(ctx: typer.Context, remote: Remote, spec: RunSpec, json: bool, *,
     console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
     printer = EventPrinter() if events else None
-    records: list[Record] = []
-    last_safe: list[int] = []
-    cancelled = False
     with view:
-        while True:
-            try:
-                for rec in remote.events(run, records[-1].seq if records else None):
-                    records.append(rec)
-                    if rec.env.kind in ("model_returned", "tool_result"):
-                        last_safe.append(rec.seq)
-                    view.on_event(rec)
-                    if printer is not None:
-                        printer(rec)
-                break
-            except KeyboardInterrupt:
-                if cancelled:
-                    view.note(f"stopped following run {run}; the server freezes it as cancelled")
-                    ctx.exit(6)
-                cancelled = True
-                view.note(f"Ctrl-C: cancelling run {run} on the server (its other runs go on)")
-                remote.call("POST", f"/runs/{run}/cancel", {})
+        records = follow(remote, run, view, printer)
     remote.close()
+    if records is None:
+        ctx.exit(6)
+        return
+    last_safe = [r.seq for r in records if r.env.kind in ("model_returned", "tool_result")]
     finish(ctx, outcome_of(run, records), view, last_safe, None, json, events, workspace_flag(root))
 
 
-__all__ = ["ForkView", "Remote", "dispatch", "outcome_of", "run_remote", "server_of"]
+def follow(remote: Remote, run: str, view: LiveView, also: Callable[[Record], None] | None = None) -> list[Record] | None:
+    """Feed `view` (and `also`) each durable line of `run` from the server until it is frozen,
+    resuming the stream after a reconnect; its lines. Ctrl-C cancels the run on the server (its
+    other runs go on); a second Ctrl-C stops following (None: the server freezes it)."""
+    records: list[Record] = []
+    cancelled = False
+    while True:
+        try:
+            for rec in remote.events(run, records[-1].seq if records else None):
+                records.append(rec)
+                view.on_event(rec)
+                if also is not None:
+                    also(rec)
+            return records
+        except KeyboardInterrupt:
+            if cancelled:
+                view.note(f"stopped following run {run}; the server freezes it as cancelled")
+                return None
+            cancelled = True
+            view.note(f"Ctrl-C: cancelling run {run} on the server (its other runs go on)")
+            remote.call("POST", f"/runs/{run}/cancel", {})
+
+
+__all__ = ["ForkView", "Remote", "dispatch", "follow", "outcome_of", "run_remote", "server_of"]

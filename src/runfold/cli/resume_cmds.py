@@ -7,8 +7,10 @@ prints what was done and the next command.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Annotated, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -26,6 +28,11 @@ from runfold.cli.fold_cmds import RunArg, chosen_run
 from runfold.cli.run_cmds import RUN_EPILOG
 from runfold.core.figures import count
 from runfold.core.ids import short_run_ids
+
+if TYPE_CHECKING:
+    from runfold.api import RunOutcome, Workspace
+    from runfold.cli.live import LiveView
+    from runfold.runtime.spec import RunSpec
 
 _T = TypeVar("_T")
 
@@ -179,6 +186,16 @@ def continue_cmd(
             help='Print each line of the successor as JSON Lines on stdout once durable: {"seq", "run", "kind", "hash"} (as for `run`).',
         ),
     ] = False,
+    probe: Annotated[
+        Path | None,
+        typer.Option(
+            "--probe",
+            help="A probe file (JSON: questions) asked of RUN's last state and of the successor's once it "
+            "ends; an eval_run line records the answers, what was kept and what was lost.",
+            show_default=False,
+            metavar="FILE",
+        ),
+    ] = None,
     workspace: WorkspaceOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -189,12 +206,17 @@ def continue_cmd(
     process died, a limit, a cancel), and runs like `runfold run`. A run left running by a dead
     process is frozen first (resume). Thinking blocks of another model are left out, never edited.
     RUN omitted: the latest run (`runfold run -c` does the same).
+    --probe FILE checks the handoff: each question of the probe is asked of RUN's last state and
+    of the successor's (one-turn forks without tools, by the successor's model), and eval_run on
+    the successor records the answers, how many were kept and which were lost. A probe file:
+    {"probe": "NAME", "version": 1, "questions": [{"ask": "...", "expect": "..."}, "..."]}.
 
     \b
     Examples:
       runfold continue 0198f6a2
       runfold continue
       runfold continue 0198f6a2 --task "skip the tests, just fix the parser" --model anthropic:claude-sonnet-4-5
+      runfold continue 0198f6a2 --probe probe.json
     """
     from runfold.runtime.spec import RunSpec
 
@@ -216,7 +238,59 @@ def continue_cmd(
         )
     from runfold.cli.foreground import run_live
 
-    run_live(ctx, ws, replace(spec, continues=rid), json, events=events)
+    after = None
+    if probe is not None:
+        spec, after = _with_probe(ws, spec, probe)
+    run_live(ctx, ws, replace(spec, continues=rid), json, events=events, after=after)
+
+
+def _with_probe(ws: Workspace, spec: RunSpec, path: Path) -> tuple[RunSpec, Callable[..., Awaitable[None]]]:
+    """`spec` with its model built once, and the probe to ask once the successor is frozen (by
+    that model, on the same event loop). The probe file is read now: a bad one refuses the
+    continue before anything runs."""
+    from runfold.core.errors import invalid_args
+    from runfold.core.probe import parse_probe
+    from runfold.runtime.assemble import session_provider
+
+    try:
+        if ws.server() is not None:
+            raise invalid_args(
+                "probe the handoff",
+                "--probe",
+                "the probe needs the workspace's writer: stop `runfold serve`, or continue without --probe "
+                "and probe the successor from Python (Workspace.aprobe)",
+            )
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise invalid_args("read the probe", str(path), f"give the path of a probe JSON file ({exc.strerror})") from None
+        probe = parse_probe(raw, str(path))
+        provider, owned = session_provider(spec.model, ws.settings(), command_line=True)
+    except BaseException:
+        ws.close()
+        raise
+
+    async def after(ws: Workspace, outcome: RunOutcome, view: LiveView) -> None:
+        from runfold.core.fold.runs import first_line
+
+        try:
+            line = await ws.aprobe(probe, outcome.run_id, model=provider)
+        finally:
+            if owned:
+                await provider.aclose()
+        data = line.env.data
+        lost = [int(i) for i in data.get("lost", [])]
+        view.note(
+            f"probe {probe.name} v{probe.version} (eval_run, seq {line.seq}): kept {data.get('kept')} of "
+            f"{len(probe.questions)}" + (f", lost {len(lost)}:" if lost else "")
+        )
+        for i in lost:
+            view.note(
+                f"  lost #{i} {first_line(probe.questions[i].ask, 60)!r}: before {first_line(data['before'][i], 60)!r}, "
+                f"after {first_line(data['after'][i], 60)!r}"
+            )
+
+    return replace(spec, model=provider), after
 
 
 def register(app: typer.Typer) -> None:

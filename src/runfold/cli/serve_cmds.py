@@ -53,6 +53,14 @@ def serve_cmd(
             metavar="FILE",
         ),
     ] = None,
+    max_body: Annotated[
+        int,
+        typer.Option(
+            "--max-body",
+            help="Bytes a request body may hold; a longer one is answered 413 and changes nothing.",
+            metavar="BYTES",
+        ),
+    ] = 1024 * 1024,  # runfold.server.process.DEFAULT_MAX_BODY (not imported: --help stays light)
     workspace: WorkspaceOption = None,
 ) -> None:
     """Own the workspace and host many runs at once, with an HTTP API (dispatch, steer, cancel,
@@ -71,7 +79,7 @@ def serve_cmd(
     from runfold.store.layout import find_workspace
 
     root = find_workspace(workspace)
-    run_server(root, ServeOptions(host, port, max_runs, token_file, new_token))
+    run_server(root, ServeOptions(host, port, max_runs, token_file, new_token, max_body))
 
 
 def register(app: typer.Typer) -> None:

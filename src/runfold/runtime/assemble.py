@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runfold.core import fold as fold_api
 from runfold.core.address import parse_address
 from runfold.core.errors import invalid_args
+from runfold.core.payloads import Payload, SessionOpened
 from runfold.core.records import Record
 from runfold.providers.base import Provider
 from runfold.providers.registry import provider_from_spec
@@ -25,7 +26,7 @@ from runfold.runtime.compaction import model_window
 from runfold.runtime.config import WorkspaceConfig, require_key
 from runfold.runtime.executor import RunLoop
 from runfold.runtime.instructions import read_instructions
-from runfold.runtime.loop_io import RunChannels, RunInputs, RunOptions, RunOutcome
+from runfold.runtime.loop_io import EndpointLines, RunChannels, RunInputs, RunOptions, RunOutcome
 from runfold.runtime.offload import with_paging
 from runfold.runtime.prefix import build_prefix, tool_specs
 from runfold.runtime.pricing import make_bill
@@ -73,6 +74,21 @@ def resolve_defaults(spec: RunSpec, config: WorkspaceConfig) -> Resolved:
         tools = list(defaults.tools) if defaults.tools is not None else True
     max_turns = spec.max_turns if spec.max_turns is not None else defaults.max_turns
     return Resolved(spec.model if spec.model is not None else config.model, max_turns, tools)
+
+
+def session_provider(
+    model: str | Provider | None, config: WorkspaceConfig, *, command_line: bool = False
+) -> tuple[Provider, bool]:
+    """The one provider several runs share (a chat, a probe): `model` as given, else
+    `[defaults].model`, else `local`; a SPEC is built once (so a script plays on from run to run
+    and a local model loads once). Returns it and whether the caller must close it. Raises
+    `E_CONFIG_INVALID` for a missing API key (`command_line` only) or a provider not installed."""
+    chosen = resolve_defaults(RunSpec("session", model=model), config).model
+    if not isinstance(chosen, str):
+        return chosen, False
+    if command_line:
+        require_key(chosen)
+    return provider_from_spec(chosen, sections=config.providers, base_dir=Path.cwd()), True
 
 
 async def drive_run(
@@ -213,7 +229,7 @@ async def _drive(
                     run_id=run_id,
                     fork=plan,
                     bill=bill,
-                    endpoints=endpoints,
+                    endpoints=endpoints if spec.session is None else SessionFirst(spec.session, endpoints),
                 ),
                 RunChannels(
                     on_event=hooks.on_event,
@@ -233,6 +249,19 @@ async def _drive(
         if failed:
             raise failed[0]
         return outcome
+
+
+class SessionFirst:
+    """The lines a run writes at dispatch (`EndpointLines`) when it opens a session: its
+    `session_opened` line first, then the tool servers' own lines."""
+
+    def __init__(self, session: SessionOpened, endpoints: EndpointLines) -> None:
+        self.pending: list[Payload] = [session]
+        self.endpoints = endpoints
+
+    def lines(self, attached: bool) -> Sequence[Payload]:
+        first, self.pending = self.pending, []
+        return [*first, *self.endpoints.lines(attached)]
 
 
 def _plan(

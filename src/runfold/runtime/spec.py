@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from runfold.core.approval import parse_policies
 from runfold.core.errors import invalid_args
 from runfold.core.ids import RunId, is_run_id, run_id_v7
+from runfold.core.payloads import SessionOpened
 from runfold.core.records import Record
 from runfold.store.ledger import now_ms
 
@@ -70,7 +71,10 @@ class RunSpec:
       starts (`require_key`), `record` starts a fresh file, and errors name the command's
       options (`--max-turns`);
     - `run_id`: the id the run will have (None: minted when it starts); an owner that queues a
-      run names it when it accepts it, so a dispatch that survives a crash is never run twice.
+      run names it when it accepts it, so a dispatch that survives a crash is never run twice;
+    - `session`: the `session_opened` line (DESIGN.md §4) of the interactive session this run
+      opens (`runfold chat`'s first turn), written by the runtime right after the run's start;
+      None for a run that opens no session.
 
     Raises `E_INVALID_ARGS` for `fork` together with `continues`, for `max_turns` < 1, a `run_id`
     that is not a lowercase UUID, and for a
@@ -92,6 +96,7 @@ class RunSpec:
     command_line: bool = False
     run_id: str | None = None
     approvals: Mapping[str, str] | None = None
+    session: SessionOpened | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -145,6 +150,7 @@ _SHAPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("continues", lambda v: v is None or isinstance(v, str), "a run id or prefix"),
     ("run_id", lambda v: v is None or (isinstance(v, str) and is_run_id(v)), "a lowercase UUID"),
     ("approvals", lambda v: v is None or isinstance(v, Mapping), "a mapping of tool class to policy"),
+    ("session", lambda v: v is None or isinstance(v, SessionOpened), "a SessionOpened payload"),
 )
 
 

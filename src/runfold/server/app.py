@@ -27,10 +27,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runfold import __version__
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.fold import RunSummary
+from runfold.server.limits import BodyLimit, too_large
 from runfold.server.owner import Hosted, RunOwner
+from runfold.server.process import DEFAULT_MAX_BODY
 from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 
 API = "/api"
+
+SEQ_BOUNDS: dict[str, int] = {"ge": 0, "le": 2**63 - 1}
+"""What a seq given to the API may be (`?since=`, `Last-Event-ID`): a whole number in the
+ledger's range, parsed and refused (422) by one validator whichever way it comes."""
 
 _STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_ARGS: 400,
@@ -82,6 +88,17 @@ ROOM_PATTERN = r"^[^/\\:\x00-\x1f\x7f]+(/[^/\\:\x00-\x1f\x7f]+)*$"
 characters (`.` and `..` segments and `.runfold` are refused too, DESIGN.md §9)."""
 
 
+class SessionRequest(BaseModel):
+    """The interactive session a run opens (`runfold chat`'s first turn): recorded as its
+    `session_opened` line, `from` = `{run, at_seq}` when both are given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    carried: bool = Field(False, description="Whether the previous session's conversation travels with this one.")
+    run: str | None = Field(None, description="The run the previous session ended with.")
+    at_seq: int | None = Field(None, ge=0, le=2**63 - 1, description="That run's last seq.")
+
+
 class RunRequest(BaseModel):
     """What a run is asked to do; a field left out takes the workspace's default."""
 
@@ -94,6 +111,7 @@ class RunRequest(BaseModel):
     max_turns: int | None = Field(None, ge=1, description="Turn ceiling.")
     builtin_tools: bool | list[ToolName] | None = Field(None, description="True, False or built-in tool names.")
     system: str | None = Field(None, description="Replaces the default system text.")
+    session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
 
 
 class ContinueRequest(BaseModel):
@@ -105,6 +123,7 @@ class ContinueRequest(BaseModel):
     model: str | None = None
     max_turns: int | None = Field(None, ge=1)
     builtin_tools: bool | list[ToolName] | None = None
+    session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
 
 
 class ForkRequest(ContinueRequest):
@@ -205,6 +224,9 @@ _BAD: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "a bad argument (e.g. a run prefix several runs share)"},
     422: {"model": ErrorResponse, "description": "the body or a parameter does not fit the schema"},
 }
+_TOO_LARGE: dict[int | str, dict[str, Any]] = {
+    413: {"model": ErrorResponse, "description": "the request body is longer than the server's ceiling (--max-body)"},
+}
 _RUN_ERRORS: dict[int | str, dict[str, Any]] = {
     **_BAD,
     404: {"model": ErrorResponse, "description": "no run has that id or prefix"},
@@ -276,10 +298,15 @@ def _sse(rec_raw: bytes, seq: int, kind: str) -> bytes:
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, kind.encode(), rec_raw)
 
 
-def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter] = ()) -> FastAPI:
+def build_app(
+    owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter] = (), max_body: int = DEFAULT_MAX_BODY
+) -> FastAPI:
     """The FastAPI app serving `owner` under `/api/` (docs at `/api/docs`), asking for `token`
     as a bearer token on every route but `/api/health` (None: no token asked). `routers` are
-    included after the API (e.g. the web page at `/`)."""
+    included after the API (e.g. the web page at `/`). A request body longer than `max_body`
+    bytes is answered 413 in runfold's error shape before any route acts on it."""
+    if max_body < 1:
+        raise invalid_args("serve the API", f"--max-body {max_body}", "give a body ceiling of at least 1 byte")
     app = FastAPI(
         title="runfold",
         version=__version__,
@@ -304,6 +331,8 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
                 ),
             )
 
+    app.add_middleware(BodyLimit, limit=max_body, render=error_json)
+
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(error_json(exc.error), status_code=exc.status)
@@ -325,6 +354,8 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 413:
+            return JSONResponse(error_json(too_large(max_body)), status_code=413)
         err = RunfoldError(
             ErrorCode.INVALID_ARGS if exc.status_code < 500 else ErrorCode.INTERNAL,
             f"serve the request ({exc.detail})",
@@ -371,7 +402,7 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
         runs += [_info(owner, r, None, h) for r, h in owner.hosted.items() if r not in summaries]
         return RunList(runs=runs)
 
-    @api.post("/runs", response_model=RunInfo, status_code=202, responses=_BAD, summary="Dispatch a run")
+    @api.post("/runs", response_model=RunInfo, status_code=202, responses={**_BAD, **_TOO_LARGE}, summary="Dispatch a run")
     async def dispatch(body: RunRequest) -> RunInfo:
         h = await owner.dispatch(body.model_dump(exclude_none=True))
         return info(h.run)
@@ -382,12 +413,12 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
         body = [orjson.loads(r.raw) for r in owner.lines(rid)] if lines else None
         return RunDetail(run=info(rid), lines=body)
 
-    @api.post("/runs/{run}/steer", response_model=ControlAnswer, status_code=202, responses=_STATE_ERRORS, summary="Steer a run")
+    @api.post("/runs/{run}/steer", response_model=ControlAnswer, status_code=202, responses={**_STATE_ERRORS, **_TOO_LARGE}, summary="Steer a run")
     async def steer(run: str, body: SteerRequest) -> ControlAnswer:
         rid = run_of(run)
         return ControlAnswer(**await _control(rid, "steer", body.text, body.wait))
 
-    @api.post("/runs/{run}/cancel", response_model=ControlAnswer, status_code=202, responses=_STATE_ERRORS, summary="Cancel a run")
+    @api.post("/runs/{run}/cancel", response_model=ControlAnswer, status_code=202, responses={**_STATE_ERRORS, **_TOO_LARGE}, summary="Cancel a run")
     async def cancel(run: str, body: CancelRequest | None = None) -> ControlAnswer:
         rid = run_of(run)
         return ControlAnswer(**await _control(rid, "cancel", "", body.wait if body else False))
@@ -400,7 +431,7 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
                 raise ApiError(409, err) from None
             raise
 
-    @api.post("/runs/{run}/fork", response_model=ForkAnswer, status_code=201, responses=_RUN_ERRORS, summary="Fork a run (and run it)")
+    @api.post("/runs/{run}/fork", response_model=ForkAnswer, status_code=201, responses={**_RUN_ERRORS, **_TOO_LARGE}, summary="Fork a run (and run it)")
     async def fork(run: str, body: ForkRequest) -> ForkAnswer:
         rid = owner.resolve(run, ledger_only=True)
         if body.start:
@@ -421,7 +452,7 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
             messages=len(plan.inherited.messages),
         )
 
-    @api.post("/runs/{run}/continue", response_model=RunInfo, status_code=202, responses=_STATE_ERRORS, summary="Continue a frozen run")
+    @api.post("/runs/{run}/continue", response_model=RunInfo, status_code=202, responses={**_STATE_ERRORS, **_TOO_LARGE}, summary="Continue a frozen run")
     async def continue_run(run: str, body: ContinueRequest) -> RunInfo:
         rid = owner.resolve(run, ledger_only=True)
         request: dict[str, Any] = body.model_dump(exclude_none=True)
@@ -442,16 +473,13 @@ def build_app(owner: RunOwner, token: str | None, *, routers: Sequence[APIRouter
     )
     async def events(
         run: str,
-        since: int = Query(0, ge=0, description="The first seq wanted (a line of the run at or after it)."),
-        last_event_id: Annotated[str | None, Header(description="Resume after this seq")] = None,
+        since: Annotated[int, Query(description="The first seq wanted (a line of the run at or after it).", **SEQ_BOUNDS)] = 0,
+        last_event_id: Annotated[
+            int | None, Header(description="Resume after this seq (the `id` of the last event received).", **SEQ_BOUNDS)
+        ] = None,
     ) -> StreamingResponse:
         rid = run_of(run)
-        start = since
-        if last_event_id is not None:
-            try:
-                start = int(last_event_id) + 1
-            except ValueError:
-                raise invalid_args("resume the event stream", f"Last-Event-ID {last_event_id[:40]!r}", "give the seq of the last event received") from None
+        start = since if last_event_id is None else last_event_id + 1
         head = owner.ledger.next_seq
         if start > head:
             raise invalid_args(

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 from runfold.api import Workspace
 from runfold.core import fold as fold_api
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invalid_args
+from runfold.core.ids import is_run_id
+from runfold.core.payloads import ForkPoint, SessionOpened
 from runfold.core.records import Record
 from runfold.runtime.control import ControlHub, check_request_text, frozen_text, run_state
 from runfold.runtime.executor import RunOutcome
@@ -118,15 +120,31 @@ def conflict(action: str, run: str, recovery: str) -> RunfoldError:
 
 
 def spec_of(request: dict[str, Any], run_id: str) -> RunSpec:
-    """The `RunSpec` of a dispatch request (`SPEC_FIELDS`, `fork: {run, at}`, `continues`)
-    named `run_id`. Raises `E_INVALID_ARGS` as `RunSpec` does."""
+    """The `RunSpec` of a dispatch request (`SPEC_FIELDS`, `fork: {run, at}`, `continues`,
+    `session`) named `run_id`. Raises `E_INVALID_ARGS` as `RunSpec` does."""
     fork = request.get("fork")
     return RunSpec(
         **{k: request[k] for k in SPEC_FIELDS if request.get(k) is not None},
         fork=(str(fork["run"]), int(fork["at"])) if isinstance(fork, dict) else None,
         continues=request.get("continues"),
         run_id=run_id,
+        session=session_of(request.get("session")),
     )
+
+
+def session_of(asked: Any) -> SessionOpened | None:
+    """The `session_opened` payload of a request's `session` (`{carried, run?, at_seq?}`)."""
+    if not isinstance(asked, dict):
+        return None
+    run, at = asked.get("run"), asked.get("at_seq")
+    if (run is None) != (at is None) or (run is not None and not is_run_id(str(run))):
+        raise invalid_args(
+            "open the session",
+            f"session run {str(run)[:40]!r} at_seq {at!r}",
+            "give both `run` (a run's lowercase id) and `at_seq` (its last seq), or neither",
+        )
+    origin = ForkPoint(run=str(run), at_seq=int(at)) if run is not None and at is not None else None
+    return SessionOpened(from_=origin, carried=bool(asked.get("carried")))
 
 
 class RunOwner:

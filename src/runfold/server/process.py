@@ -26,6 +26,9 @@ from runfold.store.serving import ServeInfo, new_token, read_token, remove_info,
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
+DEFAULT_MAX_BODY = 1024 * 1024
+"""Bytes a request body may hold by default (1 MiB, `--max-body`): far above any task or steer a
+person types, far below what would let one request fill the ledger or the server's memory."""
 KEEP_ALIVE_S = 120
 """Seconds an idle keep-alive connection stays open: long, because a loop busy with many runs
 may answer late, and a connection closed under a client's next request fails that request."""
@@ -34,13 +37,15 @@ may answer late, and a connection closed under a client's next request fails tha
 @dataclass(frozen=True)
 class ServeOptions:
     """How to serve: `host`, `port` (0: any free port), `max_runs`, `token_file` (None: the
-    workspace's `.runfold/serve/token`), `new_token` (generate one there first)."""
+    workspace's `.runfold/serve/token`), `new_token` (generate one there first), `max_body`:
+    the bytes a request body may hold (longer: 413)."""
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     max_runs: int = DEFAULT_MAX_RUNS
     token_file: Path | None = None
     new_token: bool = False
+    max_body: int = DEFAULT_MAX_BODY
 
 
 def is_loopback(host: str) -> bool:
@@ -142,7 +147,7 @@ async def serve(
         port = sock.getsockname()[1]
         shown = f"[{opts.host}]" if ":" in opts.host else opts.host
         url = f"http://{shown}:{port}"
-        app = build_app(owner, token, routers=routers)  # type: ignore[arg-type]
+        app = build_app(owner, token, routers=routers, max_body=opts.max_body)  # type: ignore[arg-type]
         config = uvicorn.Config(
             app,
             log_level="warning",
@@ -179,4 +184,4 @@ def run_server(ws_root: Path, opts: ServeOptions) -> None:
         raise RunfoldError(ErrorCode.STORAGE_FATAL, f"serve ({exc})", str(ws_root), "check the workspace and retry") from None
 
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServeOptions", "bind", "choose_token", "is_loopback", "run_server", "serve"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_MAX_BODY", "DEFAULT_PORT", "ServeOptions", "bind", "choose_token", "is_loopback", "run_server", "serve"]
