@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from runfold.api import Workspace
-from runfold.cli.summary import iso_ms, summarize
 from runfold.core import fold as fold_api
 from runfold.core.chain import LineRefused
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.records import Record
+from runfold.core.summary import iso_ms, summarize
 
 SCAN_LINES = 20_000
 """The most lines of a run one filtered timeline page reads before it stops and offers to go on:
