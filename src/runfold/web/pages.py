@@ -135,6 +135,8 @@ def add_routes(router: APIRouter, site: Site) -> None:
                 _check_seq(ws, rid, seq, summary if folded is not None else None)
                 after = seq - 1
             names = viewer.names(summaries) if summaries else {}
+            live = folded is None or (summary is not None and summary.status == "running")
+            waiting = viewer.waiting_calls(ws, rid) if live else []
             page = viewer.timeline(ws, rid, kinds=kinds, text=q, after=after, limit=LINES_PER_PAGE, names=names)
         up, down = lineage_of(summaries, rid)
         return site.render(
@@ -155,6 +157,7 @@ def add_routes(router: APIRouter, site: Site) -> None:
             seq=seq,
             after=after,
             damage=damage or page.damage,
+            waiting=waiting,
         )
 
     @router.get("/runs/{run}/usage.svg", name="usage")

@@ -103,6 +103,18 @@ def is_damage(exc: BaseException) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class WaitingCall:
+    """A call waiting for approval: the `seq` of its `approval_requested`, its `call` id
+    (`tool_use_id`), `tool`, approval class `cls` and the `preview` of what it would do."""
+
+    seq: int
+    call: str
+    tool: str
+    cls: str
+    preview: str
+
+
 class Viewer:
     """The read side of the pages for the workspace at `root` (see the module docstring).
     Thread-safe: the summary fold is guarded by a lock; each request opens its own reader."""
@@ -180,6 +192,22 @@ class Viewer:
             folder.feed(rec)
         found = folder.summaries()
         return found[0] if found else fold_api.RunSummary(run=run, first_seq=-1, last_seq=-1)
+
+    @staticmethod
+    def waiting_calls(ws: Workspace, run: str) -> list[WaitingCall]:
+        """The calls of `run` that wait for a person's decision: each `approval_requested` with
+        no `approval_resolved` of the same `tool_use_id` after it, in seq order."""
+        waiting: dict[str, WaitingCall] = {}
+        for rec in ws.records(run=run, kind=("approval_requested", "approval_resolved")):
+            data = rec.env.data
+            call = str(data.get("tool_use_id", ""))
+            if rec.env.kind == "approval_resolved":
+                waiting.pop(call, None)
+            elif call:
+                waiting[call] = WaitingCall(
+                    rec.seq, call, str(data.get("tool", "")), str(data.get("class", "")), str(data.get("preview", ""))
+                )
+        return list(waiting.values())
 
     @staticmethod
     def names(summaries: Sequence[fold_api.RunSummary]) -> dict[str, str]:
