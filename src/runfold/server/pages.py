@@ -81,8 +81,8 @@ class OwnerActions:
     def continue_run(self, run: str, model: str | None, task: str | None) -> Done:
         async def go() -> Done:
             rid = self.owner.resolve(run, ledger_only=True)
-            request: dict[str, Any] = {"continues": rid, "model": model, "task": task}
-            h = await self.owner.dispatch({k: v for k, v in request.items() if v})
+            request: dict[str, Any] = {"continues": rid, "task": task or "", **({"model": model} if model else {})}
+            h = await self.owner.dispatch(request)
             return Done(
                 f"continuing {rid} as run {h.run} in this server ({h.state}"
                 f"{', model ' + model if model else ''})",
