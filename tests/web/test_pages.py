@@ -334,3 +334,37 @@ def test_under_view_alone_a_waiting_call_is_approved_from_the_page_through_the_i
     resolved = [json.loads(line)["data"] for line in runfold(root, "log", "--kind", "approval_resolved", "--json").stdout.splitlines()]
     assert [(r["tool_use_id"], r["decision"], r["via"]) for r in resolved] == [("call_w", "approved", "inbox")]
     assert 'data-call="call_w"' not in _client(root).get(f"/runs/{run}").text
+
+
+def test_the_first_overview_of_a_large_ledger_reads_the_index_not_every_line(
+    ws: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger the summary fold has not read (here: any ledger, the warm gap set to 0, the
+    background fold held back) shows its runs at once from the index and their first lines,
+    and says that status, turns, tokens and cost are being folded; no whole-ledger fold runs."""
+    import shutil
+
+    from runfold.web import viewer as viewer_mod
+
+    root = tmp_path / "copy"
+    shutil.copytree(ws[0], root)
+    run = ws[1]
+    with Workspace.open(root) as w:
+        w.fork(run, 7, task="the other list")
+        runs = w.runs()
+    monkeypatch.setattr(viewer_mod, "WARM_GAP", 0)
+    monkeypatch.setattr(viewer_mod.Viewer, "_warm", lambda self: None)
+    folds: list[int] = []
+    real = Workspace.run_summaries
+    monkeypatch.setattr(Workspace, "run_summaries", lambda self, into=None: folds.append(1) or real(self, into))
+    client = _client(root)
+    got = client.get("/")
+    assert got.status_code == 200 and folds == []
+    assert "being folded" in got.text
+    assert re.findall(r'<tr data-run="([^"]+)"', got.text) == runs
+    assert "What is on the to-do list?" in got.text and "fork of" in got.text
+    only_forks = client.get("/?relation=fork").text
+    assert re.findall(r'<tr data-run="([^"]+)"', only_forks) == runs[1:]
+    monkeypatch.setattr(viewer_mod, "WARM_GAP", 10**9)  # folded now: the full overview
+    full = client.get("/").text
+    assert folds and "being folded" not in full and 'data-status="done"' in full
