@@ -81,13 +81,13 @@ def add_routes(router: APIRouter, site: Site) -> None:
     ) -> Response:
         start = page * RUNS_PER_PAGE
         with viewer.open() as ws:
-            folded = viewer.warm_summaries(ws)
-            if folded is None:  # a large ledger not folded yet: the runs from the index
-                try:
+            try:
+                folded = viewer.warm_summaries(ws)
+                if folded is None:  # a large ledger not folded yet: the runs from the index
                     return _first_overview(request, site, ws, q, status, relation, page)
-                except Exception as exc:
-                    if not is_damage(exc):
-                        raise
+            except Exception as exc:
+                if not is_damage(exc):
+                    raise
                 folded = viewer.summaries(ws)  # shown up to the bad line, with the verifier's message
             summaries, damage = folded
             verify = viewer.verify_state(ws)
@@ -146,7 +146,7 @@ def add_routes(router: APIRouter, site: Site) -> None:
                 _check_seq(ws, rid, seq, summary if folded is not None else None)
                 after = seq - 1
             names = viewer.names(summaries) if summaries else {}
-            live = folded is None or (summary is not None and summary.status == "running")
+            live = damage is None and (folded is None or (summary is not None and summary.status == "running"))
             waiting = viewer.waiting_calls(ws, rid) if live else []
             page = viewer.timeline(ws, rid, kinds=kinds, text=q, after=after, limit=LINES_PER_PAGE, names=names)
         up, down = lineage_of(summaries, rid)

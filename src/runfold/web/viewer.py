@@ -196,9 +196,16 @@ class Viewer:
     @staticmethod
     def waiting_calls(ws: Workspace, run: str) -> list[WaitingCall]:
         """The calls of `run` that wait for a person's decision: each `approval_requested` with
-        no `approval_resolved` of the same `tool_use_id` after it, in seq order."""
+        no `approval_resolved` of the same `tool_use_id` after it, in seq order ([] when the
+        run's lines fail verification)."""
         waiting: dict[str, WaitingCall] = {}
-        for rec in ws.records(run=run, kind=("approval_requested", "approval_resolved")):
+        try:
+            found = ws.records(run=run, kind=("approval_requested", "approval_resolved"))
+        except Exception as exc:
+            if not is_damage(exc):
+                raise
+            return []  # the ledger fails verification: nothing is decided from this page
+        for rec in found:
             data = rec.env.data
             call = str(data.get("tool_use_id", ""))
             if rec.env.kind == "approval_resolved":
