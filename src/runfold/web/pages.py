@@ -22,6 +22,9 @@ from runfold.web.viewer import is_damage
 
 RUNS_PER_PAGE = 100
 LINES_PER_PAGE = 100
+WAITING_SCAN = 1_000
+"""How far back from a running run's last line the page looks for calls waiting for approval:
+a waiting call holds its run, so only its own wave's lines can follow it."""
 STATIC = {"app.css": "text/css", "app.js": "text/javascript"}
 
 
@@ -146,8 +149,8 @@ def add_routes(router: APIRouter, site: Site) -> None:
                 _check_seq(ws, rid, seq, summary if folded is not None else None)
                 after = seq - 1
             names = viewer.names(summaries) if summaries else {}
-            live = damage is None and (folded is None or (summary is not None and summary.status == "running"))
-            waiting = viewer.waiting_calls(ws, rid) if live else []
+            live = damage is None and folded is not None and summary is not None and summary.status == "running"
+            waiting = viewer.waiting_calls(ws, rid, max(summary.last_seq - WAITING_SCAN, 0)) if live and summary else []
             page = viewer.timeline(ws, rid, kinds=kinds, text=q, after=after, limit=LINES_PER_PAGE, names=names)
         up, down = lineage_of(summaries, rid)
         return site.render(

@@ -194,13 +194,13 @@ class Viewer:
         return found[0] if found else fold_api.RunSummary(run=run, first_seq=-1, last_seq=-1)
 
     @staticmethod
-    def waiting_calls(ws: Workspace, run: str) -> list[WaitingCall]:
-        """The calls of `run` that wait for a person's decision: each `approval_requested` with
-        no `approval_resolved` of the same `tool_use_id` after it, in seq order ([] when the
-        run's lines fail verification)."""
+    def waiting_calls(ws: Workspace, run: str, since: int = 0) -> list[WaitingCall]:
+        """The calls of `run` that wait for a person's decision among its lines from seq `since`
+        on: each `approval_requested` with no `approval_resolved` of the same `tool_use_id` after
+        it, in seq order ([] when the run's lines fail verification). Reads only those lines."""
         waiting: dict[str, WaitingCall] = {}
         try:
-            found = ws.records(run=run, kind=("approval_requested", "approval_resolved"))
+            found = ws.records(run=run, kind=("approval_requested", "approval_resolved"), since=since)
         except Exception as exc:
             if not is_damage(exc):
                 raise
