@@ -7,7 +7,9 @@ process. The token, Host and same-origin checks hold for the pages under serve t
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
 import sys
 import time
 from collections.abc import Iterator
@@ -215,10 +217,14 @@ def test_with_a_token_the_pages_ask_for_it_under_serve(tmp_path: Path) -> None:
     try:
         assert server.token is not None and server.proc.stderr is not None
         said = ""
-        while "web page:" not in said:
-            line = server.proc.stderr.readline()
-            assert line, said
-            said += line
+        deadline = time.monotonic() + 60
+        while "web page:" not in said:  # serve prints the page's URL (and login link) at start
+            fd = server.proc.stderr.fileno()
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+            assert ready, f"serve never named its web page: {said!r}"
+            chunk = os.read(fd, 65536).decode()
+            assert chunk, said
+            said += chunk
         code = re.search(r"/login\?code=([\w-]+)", said)
         assert code, said
         assert httpx.get(f"{server.url}/", timeout=30).status_code == 401
