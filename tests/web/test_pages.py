@@ -283,3 +283,88 @@ def test_the_printed_url_answers_at_once(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_under_view_alone_a_waiting_call_is_approved_from_the_page_through_the_inbox(tmp_path: Path) -> None:
+    """`runfold view` without a server: the run page lists the call a `runfold run` process
+    waits on, and its approve button reaches that process through the control inbox."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from web_support import env, runfold
+
+    root = tmp_path / "ws"
+    Workspace.init(root)
+    script = tmp_path / "write.jsonl"
+    replies = [
+        {"content": [{"kind": "tool_use", "id": "call_w", "name": "write_file", "input": json.dumps({"path": "plan.md", "content": "step 1\n"})}]},
+        {"content": [{"kind": "text", "text": "Wrote it."}], "stop": "end_turn"},
+    ]
+    script.write_text("".join(json.dumps(r) + "\n" for r in replies), encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runfold", "run", "write the plan", "--model", f"script:{script}", "--approve", "write=ask", "-w", str(root)],
+        cwd=root, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (Workspace.open(root).runs() and kinds_at(root, Workspace.open(root).latest_run(), "approval_requested")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never asked for approval"
+            time.sleep(0.1)
+        run = Workspace.open(root).latest_run()
+        guard = Guard()
+        client = _client(root, guard)
+        page = client.get(f"/runs/{run}").text
+        assert 'data-call="call_w"' in page and "+step 1" in page
+        bad = client.post(f"/runs/{run}/decide", data={"call": "call_w", "decision": "maybe", "csrf": guard.csrf})
+        assert bad.status_code == 400 and not (root / "plan.md").exists()
+        forged = client.post(f"/runs/{run}/decide", data={"call": "call_w", "decision": "approve", "csrf": "x"})
+        assert forged.status_code == 403
+        got = client.post(f"/runs/{run}/decide", data={"call": "call_w", "decision": "approve", "csrf": guard.csrf})
+        assert got.status_code == 200 and "approval of call call_w" in got.text, got.text
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, out + err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (root / "plan.md").read_text() == "step 1\n"
+    resolved = [json.loads(line)["data"] for line in runfold(root, "log", "--kind", "approval_resolved", "--json").stdout.splitlines()]
+    assert [(r["tool_use_id"], r["decision"], r["via"]) for r in resolved] == [("call_w", "approved", "inbox")]
+    assert 'data-call="call_w"' not in _client(root).get(f"/runs/{run}").text
+
+
+def test_the_first_overview_of_a_large_ledger_reads_the_index_not_every_line(
+    ws: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger the summary fold has not read (here: any ledger, the warm gap set to 0, the
+    background fold held back) shows its runs at once from the index and their first lines,
+    and says that status, turns, tokens and cost are being folded; no whole-ledger fold runs."""
+    import shutil
+
+    from runfold.web import viewer as viewer_mod
+
+    root = tmp_path / "copy"
+    shutil.copytree(ws[0], root)
+    run = ws[1]
+    with Workspace.open(root) as w:
+        w.fork(run, 7, task="the other list")
+        runs = w.runs()
+    monkeypatch.setattr(viewer_mod, "WARM_GAP", 0)
+    monkeypatch.setattr(viewer_mod.Viewer, "_warm", lambda self: None)
+    folds: list[int] = []
+    real = Workspace.run_summaries
+    monkeypatch.setattr(Workspace, "run_summaries", lambda self, into=None: folds.append(1) or real(self, into))
+    client = _client(root)
+    got = client.get("/")
+    assert got.status_code == 200 and folds == []
+    assert "being folded" in got.text
+    assert re.findall(r'<tr data-run="([^"]+)"', got.text) == runs
+    assert "What is on the to-do list?" in got.text and "fork of" in got.text
+    only_forks = client.get("/?relation=fork").text
+    assert re.findall(r'<tr data-run="([^"]+)"', only_forks) == runs[1:]
+    monkeypatch.setattr(viewer_mod, "WARM_GAP", 10**9)  # folded now: the full overview
+    full = client.get("/").text
+    assert folds and "being folded" not in full and 'data-status="done"' in full

@@ -28,10 +28,10 @@ from runfold.cli.common import (
     want_json,
     workspace_flag,
 )
-from runfold.cli.summary import iso_ms, summarize
 from runfold.core.errors import invalid_args
 from runfold.core.figures import count
 from runfold.core.kinds import Kind
+from runfold.core.summary import iso_ms, summarize
 
 # The workspace, the ledger reader and rich's renderables are imported by the commands that
 # use them, so `runfold --help` and `runfold verify` load only what they need.

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from runfold.cli.summary import head, short_run
 from runfold.core.errors import RunfoldError
 from runfold.core.figures import count, usd
 from runfold.core.messages import reply_blocks
+from runfold.core.summary import head, short_run
 
 # rich's live display is imported when a run is drawn, not when the command line is built.
 if TYPE_CHECKING:

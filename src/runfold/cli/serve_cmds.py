@@ -1,4 +1,5 @@
-"""`runfold serve`: one long-running owner of the workspace hosting many runs, with an HTTP API.
+"""`runfold serve`: one long-running owner of the workspace hosting many runs, with an HTTP API and
+the web page.
 
 A thin shell around `runfold.server.process.run_server`; while it runs, `runfold run`,
 `continue`, `fork --run`, `steer` and `cancel` in the same workspace hand their work to it.
@@ -67,7 +68,9 @@ def serve_cmd(
     fork, continue, list, read, verify, and each run's lines as Server-Sent Events).
 
     All runs share the one ledger writer: lines of every run in flight go out with one fsync.
-    It writes .runfold/serve/serve.json (pid, URL, token file) so the CLI finds it.
+    It writes .runfold/serve/serve.json (pid, URL, token file) so the CLI finds it. The web page
+    of `runfold view` is served at / too; its actions (steer, cancel, fork, continue, approve,
+    deny) go through this server.
 
     \b
     Examples:

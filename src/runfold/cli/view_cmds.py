@@ -37,9 +37,10 @@ def view_cmd(
 
     The pages are folds of the ledger, as the CLI's (`runs`, `log`, `show`, `replay`, `why`,
     `context`, `conversation`): reading pages never write, and need no lock, so the page works
-    beside a running `runfold run`. A run's last page follows new lines live. Steer and cancel
-    reach a run another process runs; fork and continue write when no other process holds the
-    ledger. Every action needs the page's same-origin token. Ctrl-C stops the server.
+    beside a running `runfold run`. A run's last page follows new lines live. Steer, cancel,
+    approve and deny reach a run another process runs; fork and continue write when no other
+    process holds the ledger (`runfold serve` serves these pages too, acting through itself).
+    Every action needs the page's same-origin token. Ctrl-C stops the server.
 
     \b
     Examples:

@@ -28,7 +28,7 @@ from runfold.runtime.control import ControlHub, check_request_text, frozen_text,
 from runfold.runtime.executor import RunOutcome
 from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
 from runfold.server.events import EventFanout
-from runfold.store.control import ControlRequest, new_signal_id
+from runfold.store.control import ControlRequest, SignalType, new_signal_id
 from runfold.store.group_commit import GroupCommit
 from runfold.store.ledger import now_ms
 from runfold.store.serving import queue_drop, queue_items, queue_put
@@ -41,6 +41,8 @@ STOP_GRACE_S = 10.0
 
 WAIT_RECORDED_S = 60.0
 """How long a steer or cancel sent with `wait` waits for the run to record it (then: `accepted`)."""
+
+_WHAT = {"steer": "steer the run", "cancel": "cancel the run", "approve": "approve the call", "deny": "deny the call"}
 
 SPEC_FIELDS = ("task", "goal", "model", "room", "max_turns", "builtin_tools", "system")
 """The fields of a dispatch request that become the `RunSpec` (with `fork` and `continues`)."""
@@ -343,13 +345,21 @@ class RunOwner:
         self.events.end(run)
         return h
 
-    async def control(self, run: str, type: str, text: str = "", *, wait: bool = False) -> dict[str, Any]:
-        """Steer (`type` `steer`, with `text`) or cancel the live run `run` (full id) through the
-        control inbox: the request is durable before it is acknowledged, so a crash leaves it for
-        resume to record on the run (DESIGN.md §7), and its signal id makes it recorded once.
-        Returns `{run, signal, state: accepted|recorded, seq?}` (`wait`: once recorded). Raises
-        `E_INVALID_ARGS` naming the run's state when it is queued, frozen or not live here."""
-        what = "steer the run" if type == "steer" else "cancel the run"
+    async def control(
+        self, run: str, type: str, text: str = "", *, call: str = "", wait: bool = False
+    ) -> dict[str, Any]:
+        """Steer (`type` `steer`, with `text`) or cancel the live run `run` (full id), or decide its
+        call `call` (a `tool_use_id`) that waits for approval (`type` `approve`, or `deny` with the
+        reason in `text`), through the control inbox: the request is durable before it is
+        acknowledged, so a crash leaves it for resume to record on the run (DESIGN.md §7), and its
+        signal id makes it recorded once. Returns `{run, signal, state: accepted|recorded, seq?}`
+        (`wait`: once recorded). Raises `E_INVALID_ARGS` naming the run's state when it is queued,
+        frozen or not live here, and naming the waiting calls when `call` waits for no decision."""
+        what = _WHAT.get(type)
+        if what is None:
+            raise invalid_args("control the run", repr(type), "use `steer`, `cancel`, `approve` or `deny`")
+        if type in ("approve", "deny") and not call.strip():
+            raise invalid_args(what, "call", "name the waiting call by its id (its `approval_requested.tool_use_id`)")
         h = self.hosted.get(run)
         if h is not None and h.state in ("queued", "dropped", "refused"):
             if type == "cancel" and h.state == "queued":
@@ -363,7 +373,6 @@ class RunOwner:
         if type == "steer":
             if not text.strip():
                 raise invalid_args(what, "text", "give the words to deliver (not empty)")
-            check_request_text(text, "text", what)
         state = run_state(self.ledger.run_records(run))
         if state.frozen is not None:
             raise conflict(
@@ -378,7 +387,9 @@ class RunOwner:
                 run,
                 "it was left running by a dead process and is frozen when the server restarts",
             )
-        req = ControlRequest(new_signal_id(), run, "steer" if type == "steer" else "cancel", "user", text, now_ms())
+        check_request_text(text, "text", what)
+        signal_type: SignalType = type  # type: ignore[assignment]  # one of _WHAT's keys, checked above
+        req = ControlRequest(new_signal_id(), run, signal_type, "user", text, now_ms(), call.strip())
         hub.dir.write_request(req)
         hub.poll_once()  # hand it to the run now (the 100 ms poll would too)
         ack = hub.dir.read_ack(req.signal)

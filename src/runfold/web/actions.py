@@ -1,9 +1,10 @@
-"""The page's actions — steer, cancel, fork from a seq, continue with a model — behind one small
-interface, `WebActions`, so that the server that mounts the pages (the owner of the workspace)
-passes its own and `runfold view` alone uses `LocalActions`.
+"""The page's actions — steer, cancel, fork from a seq, continue with a model, approve or deny a
+call waiting for approval — behind one small interface, `WebActions`, so that the server that
+mounts the pages (`runfold serve`, the owner of the workspace) passes its own and `runfold view`
+alone uses `LocalActions`.
 
-`LocalActions` acts as the CLI does: steer and cancel go through the workspace's control inbox
-to the process running the run (`runfold run`, `runfold serve`); a fork is written under the
+`LocalActions` acts as the CLI does: steer, cancel, approve and deny go through the workspace's
+control inbox to the process running the run (`runfold run`, `runfold serve`); a fork is written under the
 writer lock; a continue starts `runfold continue` as its own process. When another process holds
 the ledger, a fork or continue is refused with a message saying which process and what to do.
 """
@@ -51,6 +52,11 @@ class WebActions(Protocol):
 
     def continue_run(self, run: str, model: str | None, task: str | None) -> Done: ...
 
+    def decide(self, run: str, call: str, approve: bool, reason: str) -> Done:
+        """Approve (`approve`) or deny, with `reason`, the call `call` (its `tool_use_id`) of
+        `run` that waits for approval."""
+        ...
+
 
 HELD_RECOVERY = (
     "another process holds this workspace's ledger (pid {pid}): forks and continues from this page "
@@ -59,7 +65,8 @@ HELD_RECOVERY = (
 )
 
 
-def _action_error(exc: RunfoldError) -> ActionError:
+def action_error(exc: RunfoldError) -> ActionError:
+    """The page's message for `exc`: its display, or for a held ledger what to do instead."""
     if exc.code is ErrorCode.LEDGER_HELD:
         pid = "".join(ch for ch in exc.display().split("pid", 1)[-1][:12] if ch.isdigit()) or "unknown"
         return ActionError(f"{exc.code.value}: " + HELD_RECOVERY.format(pid=pid))
@@ -82,13 +89,16 @@ class LocalActions:
     def cancel(self, run: str) -> Done:
         return self._control(run, "cancel", "")
 
-    def _control(self, run: str, type: str, text: str) -> Done:
+    def decide(self, run: str, call: str, approve: bool, reason: str) -> Done:
+        return self._control(run, "approve" if approve else "deny", reason, call)
+
+    def _control(self, run: str, type: str, text: str, call: str = "") -> Done:
         try:
             with Workspace.open(self.root) as ws:
-                receipt = ws.send_control(run, type, text, wait_s=self.wait_s)
+                receipt = ws.send_control(run, type, text, call=call, wait_s=self.wait_s)
         except RunfoldError as exc:
-            raise _action_error(exc) from None
-        what = "steer" if type == "steer" else "cancel"
+            raise action_error(exc) from None
+        what = f"{'approval' if type == 'approve' else 'denial'} of call {call}" if call else type
         if receipt.state == "queued":
             return Done(
                 f"{what} queued as {receipt.signal}: the run's process (pid {receipt.owner_pid}) has not "
@@ -106,7 +116,7 @@ class LocalActions:
             with Workspace.open(self.root) as ws:
                 plan = ws.fork(run, at, task=task or None)
         except RunfoldError as exc:
-            raise _action_error(exc) from None
+            raise action_error(exc) from None
         moved = f" (the cut moved from seq {plan.asked}: {plan.moved})" if plan.moved else ""
         return Done(
             f"forked {plan.new_run} from {plan.mother} at seq {plan.cut}{moved}; "
@@ -122,7 +132,7 @@ class LocalActions:
             with Workspace.open(self.root) as ws:
                 rid = ws.resolve_run(run)
         except RunfoldError as exc:
-            raise _action_error(exc) from None
+            raise action_error(exc) from None
         lock = Layout(self.root).lock_path
         if lock_held(lock):
             pid = lock.read_text(encoding="utf-8", errors="replace").strip() or "unknown"

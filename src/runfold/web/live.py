@@ -1,7 +1,8 @@
 """The live tail and the actions. The tail is Server-Sent Events over the ledger: each poll opens
 a fresh reader (readers need no lock) and sends the lines past the last one sent, in seq order,
 each with its seq as the event id, so a reconnect (`Last-Event-ID`) resumes where it stopped and
-nothing already shown is ever reordered. The actions are form posts that need the page's CSRF
+nothing already shown is ever reordered. The actions (steer, cancel, fork, continue, approve or
+deny a waiting call) are form posts that need the page's CSRF
 token and a same-origin request; they call the site's `WebActions`.
 """
 
@@ -137,6 +138,29 @@ def add_routes(router: APIRouter, site: Site) -> None:
         task: Annotated[str, Form()] = "",
     ) -> Response:
         return act(request, run, csrf, "fork the run", lambda: site.actions.fork(run, at, task.strip() or None))
+
+    @router.post("/runs/{run}/decide", name="decide")
+    @friendly(site)
+    def decide(
+        request: Request,
+        run: str,
+        csrf: Annotated[str, Form()] = "",
+        call: Annotated[str, Form()] = "",
+        decision: Annotated[str, Form()] = "",
+        reason: Annotated[str, Form()] = "",
+    ) -> Response:
+        if decision not in ("approve", "deny") or not call.strip():
+            return site.render(
+                request, "action.html", http_status=400, title="refused", run=run, ok=False,
+                message=f"E_INVALID_ARGS: cannot decide call {call[:80]!r} (decision {decision[:20]!r}) — "
+                "press approve or deny beside a waiting call on the run's page",
+                next_run=None,
+            )
+        what = f"{decision} call {call}"
+        return act(
+            request, run, csrf, what,
+            lambda: site.actions.decide(run, call.strip(), decision == "approve", reason.strip()),
+        )
 
     @router.post("/runs/{run}/continue", name="continue")
     @friendly(site)

@@ -13,13 +13,18 @@ from fastapi.responses import FileResponse, Response
 from runfold.core import fold as fold_api
 from runfold.core.errors import invalid_args
 from runfold.core.fold.runs import status_text, tokens_of
+from runfold.core.ids import short_run_ids
 from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.payloads import ModelReturned
 from runfold.web.charts import Turn, usage_svg
 from runfold.web.site import HERE, Site, friendly
+from runfold.web.viewer import is_damage
 
 RUNS_PER_PAGE = 100
 LINES_PER_PAGE = 100
+WAITING_SCAN = 1_000
+"""How far back from a running run's last line the page looks for calls waiting for approval:
+a waiting call holds its run, so only its own wave's lines can follow it."""
 STATIC = {"app.css": "text/css", "app.js": "text/javascript"}
 
 
@@ -77,17 +82,26 @@ def add_routes(router: APIRouter, site: Site) -> None:
         relation: str = "",
         page: Annotated[int, Query(ge=0)] = 0,
     ) -> Response:
+        start = page * RUNS_PER_PAGE
         with viewer.open() as ws:
-            summaries, damage = viewer.summaries(ws)
+            try:
+                folded = viewer.warm_summaries(ws)
+                if folded is None:  # a large ledger not folded yet: the runs from the index
+                    return _first_overview(request, site, ws, q, status, relation, page)
+            except Exception as exc:
+                if not is_damage(exc):
+                    raise
+                folded = viewer.summaries(ws)  # shown up to the bad line, with the verifier's message
+            summaries, damage = folded
             verify = viewer.verify_state(ws)
             lines = len(ws.seq_range()) if damage is None else None
         names = viewer.names(summaries)
         shown = [s for s in summaries if _matches(s, q, status, relation)]
-        start = page * RUNS_PER_PAGE
         return site.render(
             request,
             "overview.html",
             title="runs",
+            folded=True,
             runs=shown[start : start + RUNS_PER_PAGE],
             total=len(summaries),
             matching=len(shown),
@@ -135,6 +149,8 @@ def add_routes(router: APIRouter, site: Site) -> None:
                 _check_seq(ws, rid, seq, summary if folded is not None else None)
                 after = seq - 1
             names = viewer.names(summaries) if summaries else {}
+            live = damage is None and folded is not None and summary is not None and summary.status == "running"
+            waiting = viewer.waiting_calls(ws, rid, max(summary.last_seq - WAITING_SCAN, 0)) if live and summary else []
             page = viewer.timeline(ws, rid, kinds=kinds, text=q, after=after, limit=LINES_PER_PAGE, names=names)
         up, down = lineage_of(summaries, rid)
         return site.render(
@@ -155,6 +171,7 @@ def add_routes(router: APIRouter, site: Site) -> None:
             seq=seq,
             after=after,
             damage=damage or page.damage,
+            waiting=waiting,
         )
 
     @router.get("/runs/{run}/usage.svg", name="usage")
@@ -202,6 +219,47 @@ def add_routes(router: APIRouter, site: Site) -> None:
         return FileResponse(HERE / "static" / name, media_type=STATIC[name])
 
 
+def _first_overview(
+    request: Request, site: Site, ws: object, q: str, status: str, relation: str, page: int
+) -> Response:
+    """The overview of a ledger the summary fold has not read yet (it reads in the background):
+    the runs from the index (`Workspace.runs`, cheap), each shown from its own first lines (task,
+    model, lineage, start) — only the page's runs, or every run when a filter is given. Status,
+    turns, tokens and cost wait for the fold; a status filter too."""
+    from runfold.api import Workspace
+
+    assert isinstance(ws, Workspace)
+    viewer = site.viewer
+    runs = ws.runs()
+    start = page * RUNS_PER_PAGE
+    if q or relation:
+        heads = [viewer.run_head(ws, r) for r in runs]
+        shown = [h for h in heads if _matches(h, q, "", relation)]
+        matching, rows = len(shown), shown[start : start + RUNS_PER_PAGE]
+    else:
+        matching, rows = len(runs), [viewer.run_head(ws, r) for r in runs[start : start + RUNS_PER_PAGE]]
+    return site.render(
+        request,
+        "overview.html",
+        title="runs",
+        folded=False,
+        runs=rows,
+        total=len(runs),
+        matching=matching,
+        page=page,
+        pages=max((matching + RUNS_PER_PAGE - 1) // RUNS_PER_PAGE, 1),
+        names=short_run_ids(runs),
+        q=q,
+        status=status,
+        relation=relation,
+        statuses=[],
+        status_text=status_text,
+        damage=None,
+        verify=viewer.verify_state(ws),
+        lines=len(ws.seq_range()),
+    )
+
+
 def _check_seq(ws: object, rid: str, seq: int, summary: fold_api.RunSummary | None) -> None:
     """Refuse a seq that is no line of the run, naming the run's range (or where it starts)."""
     from runfold.api import Workspace
@@ -241,7 +299,6 @@ def _ancestors(viewer: object, ws: object, head: fold_api.RunSummary) -> list[fo
 def _resolve(ws: object, run: str, summaries: list[fold_api.RunSummary]) -> str:
     """`run` resolved as an id or prefix; on a damaged ledger, among the readable runs."""
     from runfold.api import Workspace
-    from runfold.web.viewer import is_damage
 
     assert isinstance(ws, Workspace)
     try:

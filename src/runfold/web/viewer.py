@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from runfold.api import Workspace
-from runfold.cli.summary import iso_ms, summarize
 from runfold.core import fold as fold_api
 from runfold.core.chain import LineRefused
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.records import Record
+from runfold.core.summary import iso_ms, summarize
 
 SCAN_LINES = 20_000
 """The most lines of a run one filtered timeline page reads before it stops and offers to go on:
@@ -103,6 +103,18 @@ def is_damage(exc: BaseException) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class WaitingCall:
+    """A call waiting for approval: the `seq` of its `approval_requested`, its `call` id
+    (`tool_use_id`), `tool`, approval class `cls` and the `preview` of what it would do."""
+
+    seq: int
+    call: str
+    tool: str
+    cls: str
+    preview: str
+
+
 class Viewer:
     """The read side of the pages for the workspace at `root` (see the module docstring).
     Thread-safe: the summary fold is guarded by a lock; each request opens its own reader."""
@@ -180,6 +192,29 @@ class Viewer:
             folder.feed(rec)
         found = folder.summaries()
         return found[0] if found else fold_api.RunSummary(run=run, first_seq=-1, last_seq=-1)
+
+    @staticmethod
+    def waiting_calls(ws: Workspace, run: str, since: int = 0) -> list[WaitingCall]:
+        """The calls of `run` that wait for a person's decision among its lines from seq `since`
+        on: each `approval_requested` with no `approval_resolved` of the same `tool_use_id` after
+        it, in seq order ([] when the run's lines fail verification). Reads only those lines."""
+        waiting: dict[str, WaitingCall] = {}
+        try:
+            found = ws.records(run=run, kind=("approval_requested", "approval_resolved"), since=since)
+        except Exception as exc:
+            if not is_damage(exc):
+                raise
+            return []  # the ledger fails verification: nothing is decided from this page
+        for rec in found:
+            data = rec.env.data
+            call = str(data.get("tool_use_id", ""))
+            if rec.env.kind == "approval_resolved":
+                waiting.pop(call, None)
+            elif call:
+                waiting[call] = WaitingCall(
+                    rec.seq, call, str(data.get("tool", "")), str(data.get("class", "")), str(data.get("preview", ""))
+                )
+        return list(waiting.values())
 
     @staticmethod
     def names(summaries: Sequence[fold_api.RunSummary]) -> dict[str, str]:

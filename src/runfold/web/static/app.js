@@ -80,6 +80,8 @@ function liveTail() {
     links.appendChild(w);
     body.appendChild(tr);
     table.dataset.last = String(last);
+    const waiting = document.getElementById("waiting-note");
+    if (waiting && row.kind === "approval_requested") waiting.hidden = false;
   });
   src.addEventListener("failed", (ev) => {
     src.close();

@@ -1,4 +1,5 @@
-"""One-line summaries of ledger lines for `runfold log` and `runfold show`.
+"""One-line summaries of ledger lines, shared by the CLI (`runfold log`, `runfold show`) and the
+web page's timeline.
 
 `summarize(env)` reads the raw `data` object defensively (foreign and old lines may lack fields
 or carry extra ones) and names what matters per kind: a tool call's name and subject, a steer's
@@ -9,7 +10,6 @@ every `Kind` (a test enumerates it) so a new kind forces a decision here too.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -22,16 +22,33 @@ from runfold.core.kinds import Kind
 HEAD_CHARS = 60
 """Characters of free text (task, steer, reply text) shown in a summary."""
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+DAY_MS = 86_400_000
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian (year, month, day) `days` days after 1970-01-01 (H. Hinnant's
+    `civil_from_days`, exact for any integer)."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
 
 
 def iso_ms(t: int) -> str:
-    """UTC milliseconds as ISO 8601 with milliseconds and `Z`, e.g. `2026-11-30T15:00:00.123Z`."""
-    try:
-        moment = _EPOCH + timedelta(milliseconds=t)
-    except OverflowError:
+    """UTC milliseconds since the epoch as ISO 8601 with milliseconds and `Z`, e.g.
+    `2026-11-30T15:00:00.123Z`; `t=<t>` outside the years 1..9999. Pure arithmetic (the core
+    reads no clock and imports no `datetime`)."""
+    days, ms = divmod(t, DAY_MS)
+    year, month, day = _civil(days)
+    if not 1 <= year <= 9999:
         return f"t={t}"
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    secs, milli = divmod(ms, 1000)
+    return f"{year:04d}-{month:02d}-{day:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}.{milli:03d}Z"
 
 
 RunNames = Mapping[str, str]

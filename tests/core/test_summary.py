@@ -1,15 +1,18 @@
-"""The one-line summaries of `runfold log`: every kind has one, and odd payloads never crash it."""
+"""The one-line summaries of `runfold log` and the web timeline: every kind has one, and odd
+payloads never crash it."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runfold.cli.summary import SUMMARIZERS, head, iso_ms, summarize
 from runfold.core.canonical import Envelope
 from runfold.core.ids import ZERO_HASH
 from runfold.core.kinds import Kind
 from runfold.core.payloads import PAYLOADS
+from runfold.core.summary import SUMMARIZERS, head, iso_ms, summarize
 
 
 def _env(kind: str, data: dict[str, object]) -> Envelope:
@@ -63,6 +66,23 @@ def test_head_cuts_long_text_with_ellipsis() -> None:
 def test_iso_ms() -> None:
     assert iso_ms(0) == "1970-01-01T00:00:00.000Z"
     assert iso_ms(1_764_514_800_123) == "2025-11-30T15:00:00.123Z"
+    assert iso_ms(-1) == "1969-12-31T23:59:59.999Z"
+    assert iso_ms(253_402_300_800_000) == "t=253402300800000"  # year 10000
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@settings(max_examples=500, deadline=None)
+@given(t=st.integers(min_value=-70_000_000_000_000, max_value=270_000_000_000_000) | st.integers())
+def test_iso_ms_is_what_datetime_says(t: int) -> None:
+    """The pure calendar arithmetic agrees with `datetime` wherever `datetime` can say it."""
+    try:
+        moment = _EPOCH + timedelta(milliseconds=t)
+    except OverflowError:
+        assert iso_ms(t) == f"t={t}"
+        return
+    assert iso_ms(t) == moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 json_values = st.recursive(
