@@ -162,7 +162,7 @@ def dispatch(remote: Remote, spec: RunSpec) -> str:
         body = {**common, "task": spec.task}
         path = f"/runs/{spec.continues}/continue"
     else:
-        body = {**common, "task": spec.task, "goal": spec.goal, "room": spec.room}
+        body = {**common, "task": spec.task, "goal": spec.goal, "room": spec.room, "agents": spec.agents or None}
         path = "/runs"
     return str(remote.call("POST", path, {k: v for k, v in body.items() if v is not None})["run"])
 

@@ -43,6 +43,35 @@ def _encodable(text: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Delegated:
+    """Where a delegated run's task came from: `parent`, the run that delegated it (a full id,
+    `run_started.parent`); `by`, that run's agent identity (`run_started.dispatched_by`);
+    `detach`: True when the run keeps running once its parent is cancelled."""
+
+    parent: str
+    by: str
+    detach: bool = False
+
+    def to_data(self) -> dict[str, Any]:
+        return {"parent": self.parent, "by": self.by, "detach": self.detach}
+
+    @classmethod
+    def from_data(cls, data: Any) -> Delegated:
+        """From `to_data`'s object; raises `E_INVALID_ARGS` for another shape."""
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("parent"), str)
+            or not is_run_id(data["parent"])
+            or not isinstance(data.get("by"), str)
+            or not isinstance(data.get("detach", False), bool)
+        ):
+            raise invalid_args(
+                "read a delegation", "delegated", "give {parent: <run id>, by: <agent>, detach: bool}"
+            )
+        return cls(data["parent"], data["by"], data.get("detach", False))
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One run as asked for; None means "not given: take the workspace default".
 
@@ -70,7 +99,10 @@ class RunSpec:
       starts (`require_key`), `record` starts a fresh file, and errors name the command's
       options (`--max-turns`);
     - `run_id`: the id the run will have (None: minted when it starts); an owner that queues a
-      run names it when it accepts it, so a dispatch that survives a crash is never run twice.
+      run names it when it accepts it, so a dispatch that survives a crash is never run twice;
+    - `agents`: add the agent tools (`send_message`, `delegate`, `wait_for_reply`) to the run's
+      tool set; `delegated`: the run was delegated by another run (`Delegated`): its task opens
+      the run `inherited` (escaped, handed down by the parent), never as the person's words.
 
     Raises `E_INVALID_ARGS` for `fork` together with `continues`, for `max_turns` < 1, a `run_id`
     that is not a lowercase UUID, and for a
@@ -92,6 +124,8 @@ class RunSpec:
     command_line: bool = False
     run_id: str | None = None
     approvals: Mapping[str, str] | None = None
+    agents: bool = False
+    delegated: Delegated | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -145,6 +179,8 @@ _SHAPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("continues", lambda v: v is None or isinstance(v, str), "a run id or prefix"),
     ("run_id", lambda v: v is None or (isinstance(v, str) and is_run_id(v)), "a lowercase UUID"),
     ("approvals", lambda v: v is None or isinstance(v, Mapping), "a mapping of tool class to policy"),
+    ("agents", lambda v: isinstance(v, bool), "True or False"),
+    ("delegated", lambda v: v is None or isinstance(v, Delegated), "a Delegated"),
 )
 
 

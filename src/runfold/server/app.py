@@ -94,6 +94,9 @@ class RunRequest(BaseModel):
     max_turns: int | None = Field(None, ge=1, description="Turn ceiling.")
     builtin_tools: bool | list[ToolName] | None = Field(None, description="True, False or built-in tool names.")
     system: str | None = Field(None, description="Replaces the default system text.")
+    agents: bool = Field(
+        False, description="Add the agent tools: send_message, delegate (child runs) and wait_for_reply."
+    )
 
 
 class ContinueRequest(BaseModel):

@@ -23,8 +23,10 @@ from runfold.core import fold as fold_api
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invalid_args
 from runfold.core.records import Record
 from runfold.runtime.control import ControlHub, check_request_text, frozen_text, run_state
+from runfold.runtime.delegation import desk_of
 from runfold.runtime.executor import RunOutcome
-from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
+from runfold.runtime.spec import Delegated, RunHooks, RunSpec, new_run_id
+from runfold.server.dispatch import OwnerDispatch
 from runfold.server.events import EventFanout
 from runfold.store.control import ControlRequest, new_signal_id
 from runfold.store.group_commit import GroupCommit
@@ -40,8 +42,9 @@ STOP_GRACE_S = 10.0
 WAIT_RECORDED_S = 60.0
 """How long a steer or cancel sent with `wait` waits for the run to record it (then: `accepted`)."""
 
-SPEC_FIELDS = ("task", "goal", "model", "room", "max_turns", "builtin_tools", "system")
-"""The fields of a dispatch request that become the `RunSpec` (with `fork` and `continues`)."""
+SPEC_FIELDS = ("task", "goal", "model", "room", "max_turns", "builtin_tools", "system", "agents")
+"""The fields of a dispatch request that become the `RunSpec` (with `fork`, `continues` and a
+child's `delegated`)."""
 
 
 class HostedWorkspace(Workspace):
@@ -118,14 +121,17 @@ def conflict(action: str, run: str, recovery: str) -> RunfoldError:
 
 
 def spec_of(request: dict[str, Any], run_id: str) -> RunSpec:
-    """The `RunSpec` of a dispatch request (`SPEC_FIELDS`, `fork: {run, at}`, `continues`)
-    named `run_id`. Raises `E_INVALID_ARGS` as `RunSpec` does."""
+    """The `RunSpec` of a dispatch request (`SPEC_FIELDS`, `fork: {run, at}`, `continues`, a
+    delegated child's `delegated: {parent, by, detach}`) named `run_id`. Raises
+    `E_INVALID_ARGS` as `RunSpec` does."""
     fork = request.get("fork")
+    delegated = request.get("delegated")
     return RunSpec(
         **{k: request[k] for k in SPEC_FIELDS if request.get(k) is not None},
         fork=(str(fork["run"]), int(fork["at"])) if isinstance(fork, dict) else None,
         continues=request.get("continues"),
         run_id=run_id,
+        delegated=Delegated.from_data(delegated) if delegated is not None else None,
     )
 
 
@@ -165,6 +171,9 @@ class RunOwner:
         dispatches a previous owner accepted and never started."""
         ledger, hub = await self._stack.enter_async_context(self.ws.shared_writer())
         self._ledger, self.hub = ledger, hub
+        if hub is not None:  # delegated children go through this owner's dispatch
+            desk = desk_of(ledger, hub)
+            desk.dispatcher = OwnerDispatch(self, desk)
         ledger.on_durable.append(self.events.publish)
         self._recover_queue()
 
@@ -211,14 +220,15 @@ class RunOwner:
 
     # ---- dispatch --------------------------------------------------------------------------
 
-    async def dispatch(self, request: dict[str, Any]) -> Hosted:
+    async def dispatch(self, request: dict[str, Any], *, run_id: str | None = None) -> Hosted:
         """Accept a run (`request`: the fields of `SPEC_FIELDS`, and `fork: {run, at}` or
         `continues`). Below the limit it starts, and this returns once its `run_started` is
         durable (state `running`, or `frozen` when it already ended); past it, the dispatch is
         written to the durable queue first (state `queued`). Raises `E_INVALID_ARGS` (nothing
         written) for a bad request, `E_PATH_NOT_FOUND` for a fork or continue of an unknown run,
-        and what the run's start raises (a bad model SPEC, a run still running to continue)."""
-        run_id = new_run_id()
+        and what the run's start raises (a bad model SPEC, a run still running to continue).
+        `run_id` names the run (a delegating run names its child before dispatching it)."""
+        run_id = run_id or new_run_id()
         spec = spec_of(request, run_id)
         if spec.origin is not None:
             self.resolve(spec.origin, ledger_only=True)
