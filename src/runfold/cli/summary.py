@@ -360,7 +360,7 @@ def _approval_resolved(d: dict[str, Any]) -> str:
 
 def _signal_wait_started(d: dict[str, Any]) -> str:
     runs = d.get("for")
-    names = [r[:8] for r in runs if isinstance(r, str)] if isinstance(runs, list) else []
+    names = [r[:13] for r in runs if isinstance(r, str)] if isinstance(runs, list) else []
     timeout = d.get("timeout_ms")
     return _join(f"for {', '.join(names) or '?'}", f"(timeout {timeout // 1000} s)" if isinstance(timeout, int) else None)
 
