@@ -383,10 +383,17 @@ class InProcess:
         self.tasks: set[asyncio.Task[Any]] = set()
 
     async def dispatch(self, spec: RunSpec) -> None:
+        """Start the child; return once its first line is staged, or raise what refused it
+        (a bad room or model: nothing was written)."""
         task = asyncio.get_running_loop().create_task(self.start(spec), name=f"run {spec.run_id}")
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        await asyncio.sleep(0)  # let it start
+        assert spec.run_id is not None
+        while not task.done() and not self.desk.ledger.run_records(spec.run_id, limit=1):
+            await asyncio.sleep(0.005)
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            if not self.desk.ledger.run_records(spec.run_id, limit=1):
+                raise task.exception()  # type: ignore[misc]
 
     def cancel(self, run: str, source: str) -> None:
         cancel_by_inbox(self.desk, run, source)
