@@ -208,6 +208,11 @@ class RunOwner:
                 if request is None:
                     raise invalid_args("read a queued dispatch", run, "the file is damaged; dispatch the run again")
                 spec = spec_of(request, run)
+                orphaned = self._orphaned(spec)
+                if orphaned is not None:
+                    queue_drop(self.ws.root, run)
+                    self.dropped.append((run, orphaned))
+                    continue
             except RunfoldError as err:
                 queue_drop(self.ws.root, run)
                 self.dropped.append((run, err.display()))
@@ -217,6 +222,17 @@ class RunOwner:
             self.queue.append(run)
             self.recovered.append(run)
         self._admit()
+
+    def _orphaned(self, spec: RunSpec) -> str | None:
+        """Why a queued delegated child must not start: its parent is frozen (a child that was
+        not detached is cancelled with its parent); None when it may start."""
+        d = spec.delegated
+        if d is None or d.detach:
+            return None
+        state = run_state(self.ledger.run_records(d.parent))
+        if state.frozen is None:
+            return None
+        return f"its parent {frozen_text(d.parent, state)}; a delegated run that was not detached is cancelled with it"
 
     # ---- dispatch --------------------------------------------------------------------------
 
