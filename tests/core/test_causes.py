@@ -38,6 +38,7 @@ WRITTEN_AT: dict[str, tuple[str, ...]] = {
         "runfold.core.fold.why:prefix_owners",
     ),
     "message": ("runfold.core.compaction:steer_cause",),
+    "fan_out": ("runfold.core.compaction:steer_cause",),
     "model_reply": (
         "runfold.core.fold.run:_Folder._reply",
         "runfold.core.fold.run:_Folder._tool_called",
@@ -69,7 +70,6 @@ NOT_YET: dict[str, str] = {
     "produced_part": "no runtime path produces window parts of its own yet",
     "transform": "no configured rewrite of the window exists yet",
     "hook": "there are no user hooks yet",
-    "fan_out": "delegated child runs do not report back into the parent's window yet",
     "interaction": "approvals are not built yet",
 }
 """Causes no path writes yet, and why; a writer appearing in the source fails the test below."""

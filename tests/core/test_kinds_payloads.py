@@ -45,6 +45,8 @@ DESIGN_RECORD_ONLY = {
     "endpoint_lost",
     "approval_requested",
     "approval_resolved",
+    "signal_wait_started",
+    "signal_wait_ended",
 }
 
 

@@ -163,7 +163,7 @@ def dispatch(remote: Remote, spec: RunSpec) -> str:
         body = {**common, "task": spec.task}
         path = f"/runs/{spec.continues}/continue"
     else:
-        body = {**common, "task": spec.task, "goal": spec.goal, "room": spec.room}
+        body = {**common, "task": spec.task, "goal": spec.goal, "room": spec.room, "agents": spec.agents or None}
         path = "/runs"
     if spec.session is not None and spec.fork is None:
         origin = spec.session.from_

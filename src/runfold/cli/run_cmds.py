@@ -125,6 +125,16 @@ def run_cmd(
         bool,
         typer.Option("--yes", "-y", help="Allow every tool class for this run (no approval is asked)."),
     ] = False,
+    agents: Annotated[
+        bool,
+        typer.Option(
+            "--agents",
+            help=(
+                "Give the agent the agent tools: send_message (a letter to another running run), "
+                "delegate (a child run; limits: [agents] of config.toml) and wait_for_reply."
+            ),
+        ),
+    ] = False,
     continue_latest: Annotated[
         bool,
         typer.Option(
@@ -151,6 +161,7 @@ def run_cmd(
       git diff | runfold run - --goal "a review of the diff"
       runfold run -c "now add the tests"
       runfold run "clean up the build dir" --approve exec=ask --approve write=ask
+      runfold run "review src/ and tests/ in parallel" --agents --model anthropic:claude-sonnet-4-5
     """
     from runfold.runtime.spec import RunSpec
 
@@ -158,8 +169,8 @@ def run_cmd(
     words = read_task(task) if task is not None else None
     approvals = approval_flags(approve or [], yes)
     if continue_latest:
-        if goal or room != "." or record is not None:
-            given = "--goal" if goal else "--room" if room != "." else "--record"
+        if goal or room != "." or record is not None or agents:
+            given = "--goal" if goal else "--room" if room != "." else "--record" if record is not None else "--agents"
             raise invalid_args(
                 "continue the latest run", given, f"{given} applies to a new run: leave it out with --continue"
             )
@@ -171,7 +182,9 @@ def run_cmd(
             "run an agent", "TASK", "give the task (`-` reads it from standard input), or --continue"
         )
     else:
-        spec = RunSpec(words, goal, model, room, max_turns, record=record, command_line=True, approvals=approvals)
+        spec = RunSpec(
+            words, goal, model, room, max_turns, record=record, command_line=True, approvals=approvals, agents=agents
+        )
     from runfold.api import Workspace
     from runfold.cli.foreground import run_live
 

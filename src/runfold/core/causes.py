@@ -42,8 +42,8 @@ class Cause(enum.StrEnum):
     HOOK = "hook"
     """A user hook changing the window; no path writes it yet."""
     FAN_OUT = "fan_out"
-    """Results of delegated child runs gathered back into the parent's window; no path writes
-    it yet."""
+    """Results of delegated child runs gathered back into the parent's window: the
+    `steer_received` of a letter of kind `reply` (a child's final answer, delivered when it froze)."""
     INTERACTION = "interaction"
     """An exchange with the person outside a steer: the `tool_result` of a call the person denied
     when asked to approve it (`E_GATE_DENIED` with the approval rule and their reason)."""

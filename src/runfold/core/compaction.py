@@ -18,12 +18,12 @@ from typing import Any, Final
 from runfold.core.canonical import Json, encode_json
 from runfold.core.causes import Cause
 from runfold.core.conversation import BlockSource, Conversation
-from runfold.core.errors import invalid_args
+from runfold.core.errors import RunfoldError, invalid_args
 from runfold.core.kinds import Kind
 from runfold.core.messages import Block, Message, text_block
 from runfold.core.payloads import ContextChanged, ModelCalled, SteerReceived
 from runfold.core.records import Record
-from runfold.core.speakers import Runtime
+from runfold.core.speakers import Letter, Runtime, parse_source
 
 CLEAR: Final = "clear_tool_results"
 SUMMARY: Final = "summary"
@@ -311,10 +311,25 @@ def is_reminder(steer: SteerReceived) -> bool:
     return steer.source == "runtime" and steer.extra.get("cause") == Cause.FRAMEWORK.value
 
 
+def is_reply_letter(steer: SteerReceived) -> bool:
+    """True for a letter of kind `reply` (`@<address> … kind=reply …`): a delegated child's
+    answer gathered back into its parent's window."""
+    if not steer.source.startswith("@"):
+        return False
+    try:
+        speaker = parse_source(steer.source)
+    except RunfoldError:
+        return False
+    return isinstance(speaker, Letter) and speaker.kind == "reply"
+
+
 def steer_cause(steer: SteerReceived) -> Cause:
     """The cause of the text a `steer_received` line puts in the window: `framework` for a
-    runtime reminder (`is_reminder`), else `message` (DESIGN.md §10)."""
-    return Cause.FRAMEWORK if is_reminder(steer) else Cause.MESSAGE
+    runtime reminder (`is_reminder`), `fan_out` for a delegated child's reply letter
+    (`is_reply_letter`), else `message` (DESIGN.md §10)."""
+    if is_reminder(steer):
+        return Cause.FRAMEWORK
+    return Cause.FAN_OUT if is_reply_letter(steer) else Cause.MESSAGE
 
 
 @dataclass

@@ -47,6 +47,8 @@ class Kind(enum.StrEnum):
     ENDPOINT_LOST = "endpoint_lost"
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_RESOLVED = "approval_resolved"
+    SIGNAL_WAIT_STARTED = "signal_wait_started"
+    SIGNAL_WAIT_ENDED = "signal_wait_ended"
 
 
 IN_WINDOW: frozenset[Kind] = frozenset(

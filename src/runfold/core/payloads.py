@@ -486,6 +486,34 @@ class ApprovalResolved(Payload):
     signal: str | None = None
 
 
+@dataclasses.dataclass(kw_only=True)
+class SignalWaitStarted(Payload):
+    """A run began waiting for letters of kind `reply` (the `wait_for_reply` tool, written
+    between its `tool_called` and its `tool_result`): `for` the runs whose replies it waits for,
+    in the order given, and `timeout_ms`, how long it waits at most."""
+
+    KIND = Kind.SIGNAL_WAIT_STARTED
+    WIRE: ClassVar[dict[str, str]] = {"for_": "for"}
+    for_: list[str] = dataclasses.field(default_factory=list)
+    timeout_ms: int = 0
+
+
+WAIT_OUTCOMES = ("replied", "timeout", "cancelled")
+"""How a wait ends: every reply arrived, the timeout ran out, or the run was cancelled."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class SignalWaitEnded(Payload):
+    """The wait of the last `signal_wait_started` of the run ended: `outcome` (one of
+    `WAIT_OUTCOMES`), the runs that `replied` and those still `pending`, and `waited_ms`."""
+
+    KIND = Kind.SIGNAL_WAIT_ENDED
+    outcome: str = "replied"
+    replied: list[str] = dataclasses.field(default_factory=list)
+    pending: list[str] = dataclasses.field(default_factory=list)
+    waited_ms: int = 0
+
+
 PAYLOADS: dict[Kind, type[Payload]] = {
     cls.KIND: cls
     for cls in (
@@ -522,6 +550,8 @@ PAYLOADS: dict[Kind, type[Payload]] = {
         EndpointLost,
         ApprovalRequested,
         ApprovalResolved,
+        SignalWaitStarted,
+        SignalWaitEnded,
     )
 }
 

@@ -375,6 +375,22 @@ def _approval_resolved(d: dict[str, Any]) -> str:
     )
 
 
+def _signal_wait_started(d: dict[str, Any]) -> str:
+    runs = d.get("for")
+    names = [r[:13] for r in runs if isinstance(r, str)] if isinstance(runs, list) else []
+    timeout = d.get("timeout_ms")
+    return _join(f"for {', '.join(names) or '?'}", f"(timeout {timeout // 1000} s)" if isinstance(timeout, int) else None)
+
+
+def _signal_wait_ended(d: dict[str, Any]) -> str:
+    replied, pending = d.get("replied"), d.get("pending")
+    return _join(
+        _s(d, "outcome") or "?",
+        f"{len(replied) if isinstance(replied, list) else 0} replied",
+        f"{len(pending)} pending" if isinstance(pending, list) and pending else None,
+    )
+
+
 SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.WORKSPACE_INITIALIZED: _workspace_initialized,
     Kind.RUN_STARTED: _run_started,
@@ -409,6 +425,8 @@ SUMMARIZERS: dict[Kind, Callable[[dict[str, Any]], str]] = {
     Kind.ENDPOINT_LOST: _endpoint_lost,
     Kind.APPROVAL_REQUESTED: _approval_requested,
     Kind.APPROVAL_RESOLVED: _approval_resolved,
+    Kind.SIGNAL_WAIT_STARTED: _signal_wait_started,
+    Kind.SIGNAL_WAIT_ENDED: _signal_wait_ended,
 }
 
 

@@ -24,6 +24,7 @@ from runfold.providers.base import Provider
 from runfold.providers.registry import provider_from_spec
 from runfold.runtime.compaction import model_window
 from runfold.runtime.config import WorkspaceConfig, require_key
+from runfold.runtime.delegation import InProcess, Member, Seat, desk_of, with_agent_tools
 from runfold.runtime.executor import RunLoop
 from runfold.runtime.instructions import read_instructions
 from runfold.runtime.loop_io import EndpointLines, RunChannels, RunInputs, RunOptions, RunOutcome
@@ -33,7 +34,8 @@ from runfold.runtime.pricing import make_bill
 from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
 from runfold.store.cas import Cas
 from runfold.store.view import LedgerWriter
-from runfold.tools import ToolContext, ToolRegistry, builtin_registry
+from runfold.tools import BUILTIN_NAMES, ToolContext, ToolRegistry, builtin_registry
+from runfold.tools.builtin import AGENT_NAMES
 from runfold.tools.mcp import Endpoints
 from runfold.tools.mcp import started as mcp_started
 
@@ -67,11 +69,13 @@ class Resolved:
 
 def resolve_defaults(spec: RunSpec, config: WorkspaceConfig) -> Resolved:
     """`spec` with each field left None taken from `[defaults]` (model: else `local`; turns: else
-    none; tools: else all built-ins)."""
+    none; tools: else all built-ins), and with `spec.agents` the agent tools added to the set."""
     defaults = config.defaults
     tools = spec.builtin_tools
     if tools is None:
         tools = list(defaults.tools) if defaults.tools is not None else True
+    if spec.agents:
+        tools = with_agent_tools(tools, AGENT_NAMES, BUILTIN_NAMES)
     max_turns = spec.max_turns if spec.max_turns is not None else defaults.max_turns
     return Resolved(spec.model if spec.model is not None else config.model, max_turns, tools)
 
@@ -167,8 +171,10 @@ async def _drive(
             raise invalid_args("send a message", f"run {to!r}", "no run of this workspace is running here")
         return dict(hubs[0].send_letter(run_id, room_addr, to, text))
 
+    agent = room_addr or "agent"
+    seat = Seat(run_id, room_addr, agent, config.agents)
     ctx = ToolContext(
-        workspace=host.root, room=room_addr, run_id=run_id, messenger=messenger, sandbox=config.exec
+        workspace=host.root, room=room_addr, run_id=run_id, messenger=messenger, sandbox=config.exec, agents=seat
     )
     instructions = read_instructions(host.root, room_addr)
     prefix = build_prefix(
@@ -196,6 +202,9 @@ async def _drive(
         approvals={**config.approvals, **(spec.approvals or {})},
         instructions=[i.pin() for i in instructions],
     )
+    if spec.delegated is not None:  # the parent's words open the run escaped, never as the person's
+        d = spec.delegated
+        options = dataclasses.replace(options, opening="inherited", parent=d.parent, dispatched_by=d.by, who=d.by)
     if spec.retry is not None:
         options = dataclasses.replace(options, retry=spec.retry)
     cancel = hooks.cancel if hooks.cancel is not None else asyncio.Event()
@@ -213,6 +222,11 @@ async def _drive(
             if note is not None:
                 options = dataclasses.replace(options, note=note)
         control = hub.register(run_id, cancel, steers) if hub is not None else None
+        desk = desk_of(ledger, hub) if hub is not None else None
+        if desk is not None:
+            dispatcher = desk.dispatcher or InProcess(desk, lambda child: drive_run(child, config, host))
+            seat.bind(desk, Member(run_id, room_addr, agent, spec, steers, dispatcher))
+        outcome: RunOutcome | None = None
         acknowledge, failed = _durable(run_id, hooks.on_durable)
         if hooks.on_durable is not None:
             ledger.on_durable.append(acknowledge)
@@ -242,12 +256,15 @@ async def _drive(
             )
             outcome = await loop.run()
         finally:
+            if desk is not None:
+                desk.leave(run_id, outcome)
             if hub is not None:
                 hub.unregister(run_id)
             if acknowledge in ledger.on_durable:
                 ledger.on_durable.remove(acknowledge)
         if failed:
             raise failed[0]
+        assert outcome is not None  # loop.run() returned
         return outcome
 
 

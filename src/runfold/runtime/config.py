@@ -32,8 +32,9 @@ CONFIG_NAME = "config.toml"
 """The settings file's name inside `<workspace>/.runfold/`."""
 
 TOP_KEYS: tuple[str, ...] = (
-    "store", "defaults", "prices", "providers", "context", "models", "tools", "mcp", "approvals"
+    "store", "defaults", "prices", "providers", "context", "models", "tools", "mcp", "approvals", "agents"
 )
+AGENT_KEYS: tuple[str, ...] = ("max_depth", "max_fan_out")
 EXEC_KEYS: tuple[str, ...] = ("sandbox", "network")
 DEFAULT_KEYS: tuple[str, ...] = ("model", "max_turns", "tools")
 PROVIDER_FAMILIES: tuple[str, ...] = tuple(SECTIONS)
@@ -123,6 +124,12 @@ tools = ["read_file", "write_file", "edit_file", "list_dir", "search", "exec"]
 # exec = "ask"
 # mcp = "ask"
 
+# Delegation between agents (`runfold run --agents`): how many levels of delegated runs may
+# hang below the run a person started, and how many children one run may delegate to.
+# [agents]
+# max_depth = 3
+# max_fan_out = 4
+
 # MCP servers, started with every run and stopped with it (needs `pip install 'runfold[mcp]'`).
 # Their tools join the tool table as <server>__<tool>. ${VAR} in env and headers is read from
 # the environment, so keys stay out of this file.
@@ -147,6 +154,16 @@ class Defaults:
 
 
 @dataclass(frozen=True)
+class AgentLimits:
+    """`[agents]`: `max_depth`, the most delegation hops from the run a person started to a
+    delegated run (its children are at depth 1); `max_fan_out`, the most children one run may
+    delegate to. Both counted from the ledger's `run_started.parent` chains."""
+
+    max_depth: int = 3
+    max_fan_out: int = 4
+
+
+@dataclass(frozen=True)
 class WorkspaceConfig:
     """The checked contents of config.toml: `defaults`, `prices` (model → `Price`), `providers`
     (family → its typed section, e.g. `SdkSection`; a family without a table is absent),
@@ -167,6 +184,7 @@ class WorkspaceConfig:
     """The ledger's store (top-level `store = "postgresql://…"`); None: the file ledger."""
     mcp: tuple[McpServer, ...] = ()
     approvals: dict[str, Policy] = field(default_factory=dict)
+    agents: AgentLimits = AgentLimits()
 
     @property
     def model(self) -> str:
@@ -292,8 +310,34 @@ def parse_config(data: Mapping[str, Any], where: str = CONFIG_NAME) -> Workspace
         raise RunfoldError(ErrorCode.CONFIG_INVALID, err.action, err.subject, err.recovery, nearby=err.nearby) from None
     store = parse_store_url(data["store"], f"{where}: store") if "store" in data else None
     return WorkspaceConfig(
-        defaults, prices, providers, context, models, _exec_settings(data, where), store, servers, approvals
+        defaults,
+        prices,
+        providers,
+        context,
+        models,
+        _exec_settings(data, where),
+        store,
+        servers,
+        approvals,
+        _agent_limits(data, where),
     )
+
+
+def _agent_limits(data: Mapping[str, Any], where: str) -> AgentLimits:
+    """`[agents]` checked: `E_CONFIG_INVALID` for an unknown key or a value that is not a whole
+    number (`max_depth` ≥ 0, `max_fan_out` ≥ 1)."""
+    table = data.get("agents", {})
+    if not isinstance(table, Mapping):
+        raise _bad(where, "agents", "make [agents] a table with max_depth and max_fan_out")
+    values: dict[str, int] = {}
+    for key, value in table.items():
+        if key not in AGENT_KEYS:
+            raise _unknown(where, f"agents.{key}", tuple(f"agents.{k}" for k in AGENT_KEYS))
+        least = 0 if key == "max_depth" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise _bad(where, f"agents.{key}", f"give a whole number ≥ {least}")
+        values[key] = value
+    return AgentLimits(**values)
 
 
 def _strings(value: Any) -> bool:

@@ -260,6 +260,8 @@ class RunControl:
         self.cancel = cancel
         self.steers = steers
         self.cancel_signal: str | None = None
+        self.cancel_source = "user"
+        """Who sent the cancel it was handed: the person, or a letter from the run's parent."""
         self.waiting = Waiting()  # calls waiting for `runfold approve`/`deny`
         self.handed: set[str] = set()
         self.recorded_signals: set[str] = set()
@@ -404,6 +406,7 @@ class ControlHub:
             if ctl.cancel_signal is not None or ctl.cancel.is_set():
                 return f"run {req.run} is already being cancelled"
             ctl.cancel_signal = req.signal
+            ctl.cancel_source = req.source
             ctl.handed.add(req.signal)
             ctl.cancel.set()
             return None

@@ -257,7 +257,7 @@ class RunLoop:
                     task=opts.task,
                     goal=opts.goal,
                     skills=[],
-                    opening="with_person",
+                    opening=opts.opening, parent=opts.parent, dispatched_by=opts.dispatched_by,
                     model=self.provider.model,
                     policy=policy or None,
                     instructions=list(opts.instructions) or None,

@@ -70,7 +70,11 @@ class RunOptions:
       from it when `window` is None (`runtime.regions`);
     - `approvals`: the approval policy per tool class (`core.approval`; a class not named is
       `allow`), recorded in `run_started.policy` when one is not `allow`;
-    - `instructions`: the pins of the instruction files the prefix holds (`run_started.instructions`).
+    - `instructions`: the pins of the instruction files the prefix holds (`run_started.instructions`);
+    - `opening`, `parent`, `dispatched_by`: what `run_started` records of where the task came
+      from: `with_person` (the person's words), or for a run another run delegated, `inherited`
+      (the words rendered escaped inside `<task>`, never as the person's) with the delegating
+      run and its agent identity.
     """
 
     task: str
@@ -87,6 +91,9 @@ class RunOptions:
     models: Mapping[str, ModelLimits] = field(default_factory=dict)
     approvals: Mapping[str, str] = field(default_factory=dict)
     instructions: Sequence[SkillRef] = ()
+    opening: str = "with_person"
+    parent: str | None = None
+    dispatched_by: str | None = None
 
 
 class EndpointLines(Protocol):

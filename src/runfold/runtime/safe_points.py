@@ -88,9 +88,10 @@ class SafePoints:
         return None
 
     def cancelled(self, when: str) -> Stop:
-        """Write the run's `cancel_received` and give the stop of a run the person cancelled."""
-        self.cancel_line()
-        return Stop("cancelled", f"cancelled by the person {when}")
+        """Write the run's `cancel_received` and give the stop of a run the person (or, for a
+        delegated run, its parent) cancelled."""
+        by = self.cancel_line()
+        return Stop("cancelled", f"cancelled by {'the person' if by == 'user' else by} {when}")
 
     def take_steers(self) -> int:
         """Write every steer waiting in the queue as `steer_received` (a plain string is the
@@ -128,18 +129,23 @@ class SafePoints:
             self._signals.add(signal)
             self._unacked.append((signal, rec.seq))
 
-    def cancel_line(self) -> None:
-        """The one writer of this run's `cancel_received` (source `user`): steers still waiting
-        are written first (never lost), then what `settle` writes, then the line carries the control signal id of the cancel
-        when it came through the inbox (acked once the freeze is flushed)."""
+    def cancel_line(self) -> str:
+        """The one writer of this run's `cancel_received` (source `user`, or the parent's letter
+        source for a cancel a delegating run sent): steers still waiting are written first (never
+        lost), then what `settle` writes, then the line carries the control signal id of the
+        cancel when it came through the inbox (acked once the freeze is flushed). Returns the
+        source written."""
         self.take_steers()
         if self._settle is not None:
             self._settle()
         signal = self.control.cancel_signal if self.control is not None else None
+        source = self.control.cancel_source if self.control is not None and signal is not None else "user"
         if signal is not None and not self._new_signal(signal):
             signal = None
-        rec = self._write(CancelReceived(source="user", signal=signal), "person")
+        who = "person" if source == "user" else steer_author(source, "person")
+        rec = self._write(CancelReceived(source=source, signal=signal), who)
         self._note_signal(signal, rec)
+        return source
 
     async def race(self, coro: Awaitable[T]) -> T | Interrupted:
         """Await `coro`, aborting it when the cancel event fires (then `Interrupted.CANCELLED`).

@@ -44,6 +44,35 @@ def _encodable(text: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Delegated:
+    """Where a delegated run's task came from: `parent`, the run that delegated it (a full id,
+    `run_started.parent`); `by`, that run's agent identity (`run_started.dispatched_by`);
+    `detach`: True when the run keeps running once its parent is cancelled."""
+
+    parent: str
+    by: str
+    detach: bool = False
+
+    def to_data(self) -> dict[str, Any]:
+        return {"parent": self.parent, "by": self.by, "detach": self.detach}
+
+    @classmethod
+    def from_data(cls, data: Any) -> Delegated:
+        """From `to_data`'s object; raises `E_INVALID_ARGS` for another shape."""
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("parent"), str)
+            or not is_run_id(data["parent"])
+            or not isinstance(data.get("by"), str)
+            or not isinstance(data.get("detach", False), bool)
+        ):
+            raise invalid_args(
+                "read a delegation", "delegated", "give {parent: <run id>, by: <agent>, detach: bool}"
+            )
+        return cls(data["parent"], data["by"], data.get("detach", False))
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One run as asked for; None means "not given: take the workspace default".
 
@@ -75,6 +104,9 @@ class RunSpec:
     - `session`: the `session_opened` line (DESIGN.md §4) of the interactive session this run
       opens (`runfold chat`'s first turn), written by the runtime right after the run's start;
       None for a run that opens no session.
+    - `agents`: add the agent tools (`send_message`, `delegate`, `wait_for_reply`) to the run's
+      tool set; `delegated`: the run was delegated by another run (`Delegated`): its task opens
+      the run `inherited` (escaped, handed down by the parent), never as the person's words.
 
     Raises `E_INVALID_ARGS` for `fork` together with `continues`, for `max_turns` < 1, a `run_id`
     that is not a lowercase UUID, and for a
@@ -97,6 +129,8 @@ class RunSpec:
     run_id: str | None = None
     approvals: Mapping[str, str] | None = None
     session: SessionOpened | None = None
+    agents: bool = False
+    delegated: Delegated | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -151,6 +185,8 @@ _SHAPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("run_id", lambda v: v is None or (isinstance(v, str) and is_run_id(v)), "a lowercase UUID"),
     ("approvals", lambda v: v is None or isinstance(v, Mapping), "a mapping of tool class to policy"),
     ("session", lambda v: v is None or isinstance(v, SessionOpened), "a SessionOpened payload"),
+    ("agents", lambda v: isinstance(v, bool), "True or False"),
+    ("delegated", lambda v: v is None or isinstance(v, Delegated), "a Delegated"),
 )
 
 

@@ -112,6 +112,9 @@ class RunRequest(BaseModel):
     builtin_tools: bool | list[ToolName] | None = Field(None, description="True, False or built-in tool names.")
     system: str | None = Field(None, description="Replaces the default system text.")
     session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
+    agents: bool = Field(
+        False, description="Add the agent tools: send_message, delegate (child runs) and wait_for_reply."
+    )
 
 
 class ContinueRequest(BaseModel):

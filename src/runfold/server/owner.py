@@ -25,8 +25,10 @@ from runfold.core.ids import is_run_id
 from runfold.core.payloads import ForkPoint, SessionOpened
 from runfold.core.records import Record
 from runfold.runtime.control import ControlHub, check_request_text, frozen_text, run_state
+from runfold.runtime.delegation import desk_of
 from runfold.runtime.executor import RunOutcome
-from runfold.runtime.spec import RunHooks, RunSpec, new_run_id
+from runfold.runtime.spec import Delegated, RunHooks, RunSpec, new_run_id
+from runfold.server.dispatch import OwnerDispatch
 from runfold.server.events import EventFanout
 from runfold.store.control import ControlRequest, SignalType, new_signal_id
 from runfold.store.group_commit import GroupCommit
@@ -44,8 +46,8 @@ WAIT_RECORDED_S = 60.0
 
 _WHAT = {"steer": "steer the run", "cancel": "cancel the run", "approve": "approve the call", "deny": "deny the call"}
 
-SPEC_FIELDS = ("task", "goal", "model", "room", "max_turns", "builtin_tools", "system")
-"""The fields of a dispatch request that become the `RunSpec` (with `fork` and `continues`)."""
+SPEC_FIELDS = ("task", "goal", "model", "room", "max_turns", "builtin_tools", "system", "agents")
+"""The fields of a dispatch request that become the `RunSpec` (with `fork`, `continues`, `session` and a child's `delegated`)."""
 
 
 class HostedWorkspace(Workspace):
@@ -123,14 +125,17 @@ def conflict(action: str, run: str, recovery: str) -> RunfoldError:
 
 def spec_of(request: dict[str, Any], run_id: str) -> RunSpec:
     """The `RunSpec` of a dispatch request (`SPEC_FIELDS`, `fork: {run, at}`, `continues`,
-    `session`) named `run_id`. Raises `E_INVALID_ARGS` as `RunSpec` does."""
+    `session`, a delegated child's `delegated: {parent, by, detach}`) named `run_id`. Raises
+    `E_INVALID_ARGS` as `RunSpec` does."""
     fork = request.get("fork")
+    delegated = request.get("delegated")
     return RunSpec(
         **{k: request[k] for k in SPEC_FIELDS if request.get(k) is not None},
         fork=(str(fork["run"]), int(fork["at"])) if isinstance(fork, dict) else None,
         continues=request.get("continues"),
         run_id=run_id,
         session=session_of(request.get("session")),
+        delegated=Delegated.from_data(delegated) if delegated is not None else None,
     )
 
 
@@ -185,6 +190,9 @@ class RunOwner:
         dispatches a previous owner accepted and never started."""
         ledger, hub = await self._stack.enter_async_context(self.ws.shared_writer())
         self._ledger, self.hub = ledger, hub
+        if hub is not None:  # delegated children go through this owner's dispatch
+            desk = desk_of(ledger, hub)
+            desk.dispatcher = OwnerDispatch(self, desk)
         ledger.on_durable.append(self.events.publish)
         self._recover_queue()
 
@@ -219,6 +227,11 @@ class RunOwner:
                 if request is None:
                     raise invalid_args("read a queued dispatch", run, "the file is damaged; dispatch the run again")
                 spec = spec_of(request, run)
+                orphaned = self._orphaned(spec)
+                if orphaned is not None:
+                    queue_drop(self.ws.root, run)
+                    self.dropped.append((run, orphaned))
+                    continue
             except RunfoldError as err:
                 queue_drop(self.ws.root, run)
                 self.dropped.append((run, err.display()))
@@ -228,6 +241,17 @@ class RunOwner:
             self.queue.append(run)
             self.recovered.append(run)
         self._admit()
+
+    def _orphaned(self, spec: RunSpec) -> str | None:
+        """Why a queued delegated child must not start: its parent is frozen (a child that was
+        not detached is cancelled with its parent); None when it may start."""
+        d = spec.delegated
+        if d is None or d.detach:
+            return None
+        state = run_state(self.ledger.run_records(d.parent))
+        if state.frozen is None:
+            return None
+        return f"its parent {frozen_text(d.parent, state)}; a delegated run that was not detached is cancelled with it"
 
     # ---- dispatch --------------------------------------------------------------------------
 
@@ -239,7 +263,8 @@ class RunOwner:
         written) for a bad request, `E_PATH_NOT_FOUND` for a fork or continue of an unknown run,
         and what the run's start raises (a bad model SPEC, a run still running to continue).
         `run_id` names the run (None: a fresh id); a caller that may retry a dispatch names it,
-        so that a retry finds the run instead of starting it twice (`runfold.server.ray_owner`)."""
+        so that a retry finds the run instead of starting it twice (`runfold.server.ray_owner`), and
+        a delegating run names its child before dispatching it."""
         run_id = run_id if run_id is not None else new_run_id()
         spec = spec_of(request, run_id)
         if spec.origin is not None:

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.offload import PAGING_TOOL
+from runfold.tools.agents import AGENT_TOOLS
 from runfold.tools.context import ToolContext
 from runfold.tools.exec_tool import exec_command
 from runfold.tools.file_errors import BINARY_SNIFF_BYTES
@@ -342,14 +343,17 @@ BUILTIN_NAMES: tuple[str, ...] = tuple(t.name for t in BUILTIN_TOOLS)
 
 SEND_MESSAGE = Tool.from_function(send_message, effect="write", subject="to")
 READ_RESULT = Tool.from_function(read_result, name=PAGING_TOOL, effect="read", subject="key")
-OPT_IN_TOOLS: tuple[Tool, ...] = (SEND_MESSAGE, READ_RESULT, *CONTEXT_TOOLS)
-"""Built-ins not in the default set: `send_message` and the context tools are given only when
-named (`builtin_tools=[..., "send_message"]`, config `tools`), so they never change the tool table
-of a run that did not ask; `read_result` is also appended to every run that has a tool
-(`runtime.offload.with_paging`)."""
+OPT_IN_TOOLS: tuple[Tool, ...] = (SEND_MESSAGE, READ_RESULT, *CONTEXT_TOOLS, *AGENT_TOOLS)
+"""Built-ins not in the default set: `send_message`, the context tools and the agent tools are
+given only when named (`builtin_tools=[..., "send_message"]`, config `tools`) or, for the agent
+tools, by a run's `agents` option, so they never change the tool table of a run that did not ask;
+`read_result` is also appended to every run that has a tool (`runtime.offload.with_paging`)."""
 OPT_IN_NAMES: tuple[str, ...] = tuple(t.name for t in OPT_IN_TOOLS)
-"""`send_message`, `read_result` (pages back an offloaded tool result, DESIGN.md §10), and the
-context tools of `tools.regions` (notes, todo, scratch regions, DESIGN.md §10)."""
+"""`send_message`, `read_result` (pages back an offloaded tool result, DESIGN.md §10), the
+context tools of `tools.regions` (notes, todo, scratch regions, DESIGN.md §10), and the agent
+tools of `tools.agents` (`delegate`, `wait_for_reply`)."""
+AGENT_NAMES: tuple[str, ...] = (SEND_MESSAGE.name, *(t.name for t in AGENT_TOOLS))
+"""The tools a run's `agents` option adds: `send_message`, `delegate`, `wait_for_reply`."""
 
 
 def builtin_registry(names: Iterable[str] | None = None) -> ToolRegistry:

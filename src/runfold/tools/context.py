@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from runfold.core.address import RESERVED_SEGMENT, is_reserved, parse_address
 from runfold.core.errors import ErrorCode, Gate, RunfoldError, invalid_args
@@ -36,6 +36,23 @@ READ_RULE = (
     "resolved, and a file with several names (hard links) is read only when all of them are there"
 )
 """The rule every read refusal cites (its `gate.rule`)."""
+
+
+class AgentDesk(Protocol):
+    """What the agent tools ask of the owner hosting the run (`runfold.runtime.delegation`).
+
+    - `delegate(task, goal, room, detach) -> {run, depth, ...}`: dispatch a child run whose
+      `run_started` names this run as `parent`; raises `E_GATE_DENIED` past the depth or fan-out
+      limit, `E_INVALID_ARGS` for a bad task or room;
+    - `wait_for_reply(runs, timeout_s) -> {replied, pending, ...}`: wait until each of `runs`
+      (ids or prefixes of this run's children; empty: every child not waited for yet) has sent
+      its reply letter, or the timeout ran out; raises `E_INVALID_ARGS` when there is nothing to
+      wait for.
+    """
+
+    async def delegate(self, task: str, goal: str, room: str | None, detach: bool) -> dict[str, Any]: ...
+
+    async def wait_for_reply(self, runs: list[str], timeout_s: int) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,8 @@ class ToolContext:
     - `edit_region(region, op, fields) -> result`: applies a notes/todo/scratch edit of this run's
       window (the context tools, `runtime.regions.RegionEditor.edit`); None outside a run loop.
       It raises `RunfoldError` for an edit that cannot apply or would pass its region's budget.
+    - `agents`: the run's desk for the agent tools (`delegate`, `wait_for_reply`: see
+      `AgentDesk`); None when the run is not driven by a workspace's owner.
     - `sandbox`: how `exec` is confined (`[tools.exec]`: `tools.sandbox.ExecSettings`);
       `launched`: the process group the run loop started for this call of `exec`, held at its
       gate and recorded on its `tool_called` (`tools.exec_tool.Launch`); None otherwise.
@@ -87,6 +106,7 @@ class ToolContext:
     edit_region: Callable[[str, str, dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
     sandbox: ExecSettings = field(default_factory=ExecSettings)
     launched: object | None = field(default=None, compare=False)
+    agents: AgentDesk | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workspace", Path(os.path.abspath(self.workspace)))

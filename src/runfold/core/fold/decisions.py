@@ -82,6 +82,8 @@ DECISIONS: dict[Kind, Decision] = {
     Kind.ENDPOINT_LOST: Decision.IGNORE,
     Kind.APPROVAL_REQUESTED: Decision.IGNORE,
     Kind.APPROVAL_RESOLVED: Decision.IGNORE,
+    Kind.SIGNAL_WAIT_STARTED: Decision.IGNORE,
+    Kind.SIGNAL_WAIT_ENDED: Decision.IGNORE,
 }
 """Every `Kind` and what the run fold does with it; a test checks it covers `Kind` exactly."""
 

@@ -279,7 +279,7 @@ class _Folder:
                 | Kind.PROVIDER_DEGRADED | Kind.GATE_DENIED | Kind.LOG_TRUNCATED | Kind.SIGNAL_ENQUEUED
                 | Kind.EVAL_RUN | Kind.CACHE_RENEWED | Kind.SECRET_CAPTURED | Kind.SESSION_IMPORTED
                 | Kind.ENDPOINT_ATTACHED | Kind.ENDPOINT_LOST | Kind.APPROVAL_REQUESTED
-                | Kind.APPROVAL_RESOLVED
+                | Kind.APPROVAL_RESOLVED | Kind.SIGNAL_WAIT_STARTED | Kind.SIGNAL_WAIT_ENDED
             ):
                 pass  # record-only: never decides request bytes
             case _:
