@@ -113,7 +113,7 @@ class WorkspaceStore:
         report = migrate_to_files(source, str(self._root), dest, SEGMENT_BYTES)
         if not self._bare:
             copy_cas(self._root, dest)
-            _copy_settings(self._root, dest)
+            copy_settings(self._root, dest)
         return report
 
     def repair(self, *, quarantine: bool) -> RepairReport:
@@ -170,7 +170,7 @@ def _without_store(text: str) -> str:
     return "".join(kept)
 
 
-def _copy_settings(src: Path, dest: Path) -> None:
+def copy_settings(src: Path, dest: Path) -> None:
     """Give workspace `dest` the settings file of `src` without its top-level `store` line (the
     file ledger needs none), unless `dest` has one already."""
     source, target = Layout(src).root / "config.toml", Layout(dest).root / "config.toml"

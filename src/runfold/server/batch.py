@@ -26,7 +26,8 @@ from typing import Any
 
 import orjson
 
-from runfold.api import Workspace, _copy_settings
+from runfold.api import Workspace
+from runfold.api_store import copy_settings
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.runtime.spec import new_run_id
 from runfold.server.owner import SPEC_FIELDS, spec_of
@@ -246,7 +247,7 @@ def shard_roots(root: Path, workers: int) -> list[Path]:
         if not (shard / ".runfold").exists():
             Workspace.init(shard)
             (shard / ".runfold" / "config.toml").unlink()
-            _copy_settings(root, shard)
+            copy_settings(root, shard)
         out.append(shard)
     return out
 
