@@ -24,7 +24,6 @@ from runfold.core.causes import Cause
 from runfold.core.compaction import SUMMARY, Change, apply_change, change_data
 from runfold.core.conversation import Conversation
 from runfold.core.errors import ErrorCode, RunfoldError
-from runfold.core.fold import RunFolder
 from runfold.core.messages import Block
 from runfold.core.payloads import (
     ContextChanged,
@@ -248,6 +247,8 @@ class _Run:
     def _folded(self) -> tuple[Conversation | None, int]:
         """The conversation the lines so far fold to (the fold every reader uses) and the window
         revision, or `(None, 0)` when they do not fold (the import's own check then names why)."""
+        from runfold.core.fold import RunFolder  # here: `runfold --help` lists `import` without the folds
+
         folder = RunFolder()
         try:
             for i, (payload, who, t) in enumerate(self.lines):
