@@ -17,6 +17,8 @@ import pytest  # noqa: E402
 
 from pg_support import start_postgres, workspace_url  # noqa: E402
 
+pytest_plugins = ["tmux_support"]  # the `pane_for` fixture of the terminal tests
+
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[str]:

@@ -8,7 +8,10 @@ import shlex
 import subprocess
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 
 class Pane:
@@ -49,3 +52,16 @@ class Pane:
         """Send tmux key names (`C-c`, `C-d`, `Enter`)."""
         self.tmux("send-keys", "-t", "rf", *keys)
 
+
+@pytest.fixture
+def pane_for() -> Iterator[Callable[[str, Path], Pane]]:
+    """`pane_for(command, cwd)`: a new `Pane`; every pane made is closed after the test."""
+    panes: list[Pane] = []
+
+    def make(command: str, cwd: Path) -> Pane:
+        panes.append(Pane(command, cwd))
+        return panes[-1]
+
+    yield make
+    for p in panes:
+        p.close()

@@ -8,7 +8,6 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import pytest
 
 from control.ctl_support import ledger_lines, runfold, write_script
 from runfold.api import Workspace
-from tmux_support import Pane
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None and os.environ.get("CI") != "true",
@@ -30,19 +28,6 @@ def use(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def say(text: str) -> dict[str, Any]:
     return {"content": [{"kind": "text", "text": text}]}
-
-
-@pytest.fixture
-def pane_for(tmp_path: Path) -> Iterator[Any]:
-    panes: list[Pane] = []
-
-    def make(command: str, cwd: Path) -> Pane:
-        panes.append(Pane(command, cwd))
-        return panes[-1]
-
-    yield make
-    for p in panes:
-        p.close()
 
 
 def _run_command(root: Path, script: Path) -> str:

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +51,6 @@ def chat(root: Path, script: Path, stdin: str, *args: str) -> subprocess.Complet
         env=env,
         timeout=300,
     )
-
-
-@pytest.fixture
-def pane_for() -> Iterator[Any]:
-    panes: list[Pane] = []
-
-    def make(command: str, cwd: Path) -> Pane:
-        panes.append(Pane(command, cwd))
-        return panes[-1]
-
-    yield make
-    for p in panes:
-        p.close()
 
 
 def _at_prompt(pane: Pane, timeout: float = 60) -> None:
