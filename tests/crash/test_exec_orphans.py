@@ -57,6 +57,18 @@ def _host_pids(token: str) -> list[int]:
     return found
 
 
+def _sleeping(token: str) -> bool:
+    """Whether the command's `sleep` runs (so every process of the command exists by now)."""
+    for pid in _host_pids(token):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().startswith(b"sleep\0"):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -122,8 +134,11 @@ def test_sigkill_of_runfold_during_exec_leaves_no_process_and_no_marker(tmp_path
     ws.close()
     pgid, pstart = data["pgid"], data["pstart"]
     assert isinstance(pgid, int) and isinstance(pstart, int) and process_start(pgid) == pstart
-    assert _eventually(lambda: bool(_host_pids(token))), "the command was started"
+    assert _eventually(lambda: _sleeping(token)), "the command was started"
     pids = _host_pids(token)
+    # every process of the command (the sandbox's init included) is in the recorded group, so
+    # one killpg reaches all of them; none may depend on a parent-death signal (seen to miss)
+    assert {os.getpgid(p) for p in pids} == {pgid}, f"{pids} are not all in group {pgid}"
     assert not (root / "marker").exists(), "the command finished its sleep before the kill"
     proc.send_signal(signal.SIGKILL)
     proc.wait()

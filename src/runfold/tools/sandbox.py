@@ -78,7 +78,11 @@ def _isolation(*, network: bool) -> list[str]:
     out = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not network:
         out.append("--unshare-net")
-    return [*out, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    # No `--new-session`: the sandbox's init stays in the process group `exec` started (a session
+    # of its own, so no controlling terminal reaches the command), and killing that group kills
+    # the init, whose death ends every process of the pid namespace. With `--new-session` the
+    # init leaves the group and dies only through `--die-with-parent`, which was seen to miss.
+    return [*out, "--die-with-parent", "--cap-drop", "ALL"]
 
 
 def sandbox_refused(problem: str, command: str) -> RunfoldError:
