@@ -19,11 +19,6 @@ from runfold.core.speakers import Letter, parse_source
 TREE_RUNS = 1 + 3 + 9
 """A root, its three children, their nine children (the depth limit is 2)."""
 
-pytestmark = pytest.mark.xfail(
-    strict=False,
-    reason="known bug, not yet found: under serve a second writer in the server process sometimes "
-    "appends to the ledger during delegations (E_STORAGE_FATAL), and the server then drops connections",
-)
 
 
 @pytest.fixture

@@ -148,3 +148,44 @@ def test_bad_requests_change_nothing(served: Server) -> None:
             assert set(body["error"]) >= {"code", "action", "subject", "recovery"} and body["error"]["recovery"]
         assert c.get("/server").json()["next_seq"] == before
         assert c.get("/runs").json()["runs"] == []
+
+
+def test_reads_from_many_clients_while_runs_write_never_disturb_the_writer(served: Server, tmp_path: Path) -> None:
+    """Regression: `GET /runs`, `/runs/RUN` and `/server` were plain `def` routes, run in worker
+    threads against the owner's writer while its runs appended; the two threads rebuilt the index
+    together (`E_STORAGE_FATAL`, or a segfault in sqlite). Six clients read without pause while
+    two runs write; the server must answer every read and stay up."""
+    import threading
+
+    scripts = [ten_turns(tmp_path / f"t{i}.jsonl") for i in range(4)]
+    failures: list[str] = []
+    stop = threading.Event()
+    with served.client() as c:
+        runs = [c.post("/runs", json={"task": "t", "model": f"script:{s}"}).json()["run"] for s in scripts]
+
+        def read(path: str, params: dict[str, bool]) -> None:
+            with served.client() as reader:
+                while not stop.is_set():
+                    try:
+                        resp = reader.get(path, params=params)
+                    except Exception as exc:  # the server dropped the connection (it died)
+                        failures.append(f"{path}: {exc!r}")
+                        return
+                    if resp.status_code != 200:
+                        failures.append(f"{path}: {resp.status_code} {resp.text[:300]}")
+                        return
+
+        paths = [("/runs", {}), ("/server", {})] + [(f"/runs/{r}", {"lines": True}) for r in runs]
+        threads = [threading.Thread(target=read, args=p) for p in paths]
+        for t in threads:
+            t.start()
+        try:
+            for r in runs:
+                wait_state(c, r, ("done",), timeout=120)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert failures == []
+        assert served.proc.poll() is None
+        assert c.get("/verify").json()["ok"] is True

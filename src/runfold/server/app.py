@@ -368,6 +368,9 @@ def build_app(
         return JSONResponse(error_json(err), status_code=exc.status_code)
 
     api = APIRouter(prefix=API, dependencies=[Depends(auth)], responses=_AUTH)
+    # Every route that reads the owner's ledger is `async def`: the writer (its index, its
+    # sqlite connection, its view of the tail) is used only on the owner's event loop. A plain
+    # `def` route runs in a worker thread and raced the runs' appends (a segfault in sqlite).
 
     def run_of(run: str) -> str:
         return owner.resolve(run)
@@ -381,7 +384,7 @@ def build_app(
         return i
 
     @api.get("/server", response_model=ServerInfo, summary="The serving owner")
-    def server_info() -> ServerInfo:
+    async def server_info() -> ServerInfo:
         import os
 
         queued = sum(1 for h in owner.hosted.values() if h.state == "queued")
@@ -399,7 +402,7 @@ def build_app(
         )
 
     @api.get("/runs", response_model=RunList, summary="List runs")
-    def list_runs() -> RunList:
+    async def list_runs() -> RunList:
         summaries = _summaries(owner)
         runs = [_info(owner, r, s, owner.hosted.get(r)) for r, s in summaries.items()]
         runs += [_info(owner, r, None, h) for r, h in owner.hosted.items() if r not in summaries]
@@ -411,7 +414,7 @@ def build_app(
         return info(h.run)
 
     @api.get("/runs/{run}", response_model=RunDetail, responses=_RUN_ERRORS, summary="Read a run")
-    def read_run(run: str, lines: bool = Query(False, description="Include the run's lines.")) -> RunDetail:
+    async def read_run(run: str, lines: bool = Query(False, description="Include the run's lines.")) -> RunDetail:
         rid = run_of(run)
         body = [orjson.loads(r.raw) for r in owner.lines(rid)] if lines else None
         return RunDetail(run=info(rid), lines=body)
