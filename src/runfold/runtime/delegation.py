@@ -44,11 +44,16 @@ CASCADE = ("cancelled", FAILED)
 class Dispatcher(Protocol):
     """How the owner hosting the runs starts and cancels a child: `dispatch(spec)` returns once
     the child is accepted (started, or queued by a serving owner); `cancel(run, source)` cancels
-    a live or queued child, `source` a letter from the parent (`cancel_received.source`)."""
+    a live or queued child, `source` a letter from the parent (`cancel_received.source`);
+    `waiting(run, True)` when the live `run` begins to wait for its children's replies and
+    `waiting(run, False)` when the wait ends (an owner with a limit on concurrent runs lends a
+    waiting run's place to its queued children, which could otherwise never start)."""
 
     async def dispatch(self, spec: RunSpec) -> None: ...
 
     def cancel(self, run: str, source: str) -> None: ...
+
+    def waiting(self, run: str, waits: bool) -> None: ...
 
 
 @dataclass
@@ -338,6 +343,7 @@ class Seat:
         self._write(SignalWaitStarted(for_=list(wanted), timeout_ms=timeout_s * 1000))
         start = time.monotonic()
         outcome = "replied"
+        me.dispatcher.waiting(self.run, True)
         try:
             async with asyncio.timeout(timeout_s):
                 await desk.until_replied(self.run, wanted)
@@ -346,6 +352,8 @@ class Seat:
         except asyncio.CancelledError:
             self._ended("cancelled", wanted, start)
             raise
+        finally:
+            me.dispatcher.waiting(self.run, False)
         replied, pending = self._ended(outcome, wanted, start)
         me.waited.update(replied)
         if pending:
@@ -397,6 +405,9 @@ class InProcess:
 
     def cancel(self, run: str, source: str) -> None:
         cancel_by_inbox(self.desk, run, source)
+
+    def waiting(self, run: str, waits: bool) -> None:
+        """Nothing to do: children of this process start at once (no limit to lend a place in)."""
 
 
 def cancel_by_inbox(desk: Desk, run: str, source: str) -> None:

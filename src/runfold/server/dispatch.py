@@ -51,5 +51,8 @@ class OwnerDispatch:
             return
         cancel_by_inbox(self.desk, run, source)
 
+    def waiting(self, run: str, waits: bool) -> None:
+        self.owner.set_waiting(run, waits)
+
 
 __all__ = ["OwnerDispatch", "request_of"]

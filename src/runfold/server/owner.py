@@ -169,6 +169,9 @@ class RunOwner:
         self.hosted: dict[str, Hosted] = {}
         self.queue: deque[str] = deque()
         self.running: set[str] = set()
+        self.waiting: set[str] = set()
+        """Running runs waiting for their children's replies (`wait_for_reply`): they do not
+        count against `max_runs`, so a queued child can take the place its parent lends."""
         self.events = EventFanout(self._started)
         self.recovered: list[str] = []
         """Queued dispatches found at start and queued again."""
@@ -271,7 +274,7 @@ class RunOwner:
             self.resolve(spec.origin, ledger_only=True)
         h = Hosted(run_id, request, spec)
         self.hosted[run_id] = h
-        if len(self.running) >= self.max_runs:
+        if self.busy() >= self.max_runs:
             try:
                 queue_put(self.ws.root, run_id, request)
             except BaseException:
@@ -322,6 +325,7 @@ class RunOwner:
             if h.started is not None and not h.started.done():
                 h.started.cancel()
             self.running.discard(h.run)
+            self.waiting.discard(h.run)
             self.claims.release(h.run)
             if h.queued:
                 queue_drop(self.ws.root, h.run)
@@ -329,9 +333,24 @@ class RunOwner:
                 self.events.end(h.run)
             self._admit()
 
+    def busy(self) -> int:
+        """How many runs count against `max_runs`: the running ones not waiting for replies."""
+        return len(self.running) - len(self.waiting & self.running)
+
+    def set_waiting(self, run: str, waits: bool) -> None:
+        """The running `run` began (`waits`) or ended a wait for its children's replies. While it
+        waits its place is lent to the queue (a parent waiting on children queued behind the
+        limit would otherwise wait for nothing); when the wait ends it goes on at once, even if
+        that puts the server over the limit until a run ends."""
+        if waits and run in self.running:
+            self.waiting.add(run)
+            self._admit()
+        else:
+            self.waiting.discard(run)
+
     def _admit(self) -> None:
         """Start queued dispatches while there is room."""
-        while self.queue and len(self.running) < self.max_runs:
+        while self.queue and self.busy() < self.max_runs:
             h = self.hosted.get(self.queue.popleft())
             if h is not None and h.state == "queued":
                 self._start(h)
