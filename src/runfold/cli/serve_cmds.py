@@ -61,7 +61,7 @@ def serve_cmd(
             help="Bytes a request body may hold; a longer one is answered 413 and changes nothing.",
             metavar="BYTES",
         ),
-    ] = 1024 * 1024,  # runfold.server.process.DEFAULT_MAX_BODY (not imported: --help stays light)
+    ] = 1024 * 1024,  # runfold.server.limits.DEFAULT_MAX_BODY (not imported: --help stays light)
     workspace: WorkspaceOption = None,
 ) -> None:
     """Own the workspace and host many runs at once, with an HTTP API (dispatch, steer, cancel,

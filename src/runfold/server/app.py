@@ -27,9 +27,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runfold import __version__
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.fold import RunSummary
-from runfold.server.limits import BodyLimit, too_large
+from runfold.server.limits import DEFAULT_MAX_BODY, BodyLimit, too_large
 from runfold.server.owner import Hosted, RunOwner
-from runfold.server.process import DEFAULT_MAX_BODY
 from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 
 API = "/api"

@@ -18,6 +18,10 @@ from starlette.exceptions import HTTPException
 from runfold.core.errors import ErrorCode, Retry, RunfoldError
 from runfold.core.figures import count
 
+DEFAULT_MAX_BODY = 1024 * 1024
+"""Bytes a request body may hold by default (1 MiB, `--max-body`): far above any task or steer a
+person types, far below what would let one request fill the ledger or the server's memory."""
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -114,4 +118,4 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-__all__ = ["BodyLimit", "BodyTooLarge", "too_large"]
+__all__ = ["DEFAULT_MAX_BODY", "BodyLimit", "BodyTooLarge", "too_large"]

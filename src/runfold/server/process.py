@@ -20,15 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
+from runfold.server.limits import DEFAULT_MAX_BODY
 from runfold.server.owner import DEFAULT_MAX_RUNS, HostedWorkspace, RunOwner
 from runfold.store.ledger import now_ms
 from runfold.store.serving import ServeInfo, new_token, read_token, remove_info, token_path, write_info
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
-DEFAULT_MAX_BODY = 1024 * 1024
-"""Bytes a request body may hold by default (1 MiB, `--max-body`): far above any task or steer a
-person types, far below what would let one request fill the ledger or the server's memory."""
 KEEP_ALIVE_S = 120
 """Seconds an idle keep-alive connection stays open: long, because a loop busy with many runs
 may answer late, and a connection closed under a client's next request fails that request."""
@@ -188,4 +186,4 @@ def run_server(ws_root: Path, opts: ServeOptions) -> None:
         raise RunfoldError(ErrorCode.STORAGE_FATAL, f"serve ({exc})", str(ws_root), "check the workspace and retry") from None
 
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_MAX_BODY", "DEFAULT_PORT", "ServeOptions", "bind", "choose_token", "is_loopback", "run_server", "serve"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServeOptions", "bind", "choose_token", "is_loopback", "run_server", "serve"]
