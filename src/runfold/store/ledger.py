@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 
 from runfold.core.chain import LineChecker, LineRefused
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
@@ -29,6 +28,7 @@ from runfold.store.index_file import Entry, IndexMismatch
 from runfold.store.layout import Layout, list_segments
 from runfold.store.locks import take_writer_lock
 from runfold.store.marks import HeadMarker, check_marks, read_head_mark, read_resume_mark
+from runfold.store.one_thread import ThreadGuard, one_thread_at_a_time
 from runfold.store.serving import held_recovery
 from runfold.store.staging import Stager
 from runfold.store.stream import stream_lines
@@ -84,15 +84,16 @@ class Ledger:
     def __init__(self, ws: Path, *, writer: bool, segment_bytes: int, io: WriterIO | None) -> None:
         self.ws = Path(ws).absolute()
         self.layout = Layout(self.ws)
+        self.thread_guard = ThreadGuard(str(self.layout.ledger_dir))
         self.writer = writer
         self.segment_bytes = segment_bytes
         self.io = io or WriterIO()
         self.torn_tail_bytes = 0
         """Bytes of torn tail met on open (a writer cut them; a reader only skips them)."""
         self.newline_restored = False
+        """True when this writer's open appended the `\n` a verified last line lacked."""
         self.log_truncated: Record | None = None
         """The `log_truncated` line this writer's open wrote for a torn or quarantined tail."""
-        """True when this writer's open appended the `\n` a verified last line lacked."""
         self._segments: list[tuple[int, Path]] = []
         self._next_seq = 0
         self._head = ZERO_HASH
@@ -322,6 +323,7 @@ class Ledger:
         self.flush()
         return records
 
+    @one_thread_at_a_time
     def stage(self, drafts: Sequence[Draft]) -> list[Record]:
         """Give a batch its seq/prev/t and bytes now, without writing it (group commit with
         staging, DESIGN.md §5: lines get their place when staged; durability comes at `flush`).
@@ -348,6 +350,7 @@ class Ledger:
         """How many staged lines wait for the next `flush`."""
         return len(self._pending)
 
+    @one_thread_at_a_time
     def flush(self) -> int:
         """Write every staged line in one write and make it durable with one fsync; returns the
         number of lines written (0 when nothing was staged: no system call).
@@ -496,6 +499,7 @@ class Ledger:
             f"give a seq in {valid} (the ledger's tail is seq {self._next_seq - 1})",
         )
 
+    @one_thread_at_a_time
     def record_at(self, seq: int) -> Record:
         """The verified line at `seq`. Reads one line through the index.
 
@@ -514,6 +518,7 @@ class Ledger:
                 self._after_stale(attempt, seq)
         raise AssertionError("unreachable")
 
+    @one_thread_at_a_time
     def run_records(self, run: str, limit: int | None = None, since: int = 0) -> list[Record]:
         """The verified lines of `run` in seq order ([] when the run has none), from seq `since`
         on; with `limit`, only the first `limit` of those are read.
@@ -681,9 +686,7 @@ class Ledger:
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
