@@ -36,7 +36,7 @@ def serve_cmd(
     ] = 7878,
     max_runs: Annotated[
         int,
-        typer.Option("--max-runs", help="Runs that run at once; later dispatches wait, queued.", metavar="N"),
+        typer.Option("--max-runs", help="Runs that run at once; later dispatches wait, queued (a run waiting for its children's replies lends its place).", metavar="N"),
     ] = 32,
     new_token: Annotated[
         bool,
