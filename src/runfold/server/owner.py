@@ -24,6 +24,7 @@ from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invali
 from runfold.core.ids import is_run_id
 from runfold.core.payloads import ForkPoint, SessionOpened
 from runfold.core.records import Record
+from runfold.providers.registry import parse_spec
 from runfold.runtime.control import ControlHub, check_request_text, frozen_text, run_state
 from runfold.runtime.delegation import desk_of
 from runfold.runtime.executor import RunOutcome
@@ -35,6 +36,7 @@ from runfold.store.group_commit import GroupCommit
 from runfold.store.ledger import now_ms
 from runfold.store.serving import queue_drop, queue_items, queue_put
 from runfold.store.view import LedgerWriter
+from runfold.tools import builtin_registry
 
 DEFAULT_MAX_RUNS = 32
 """Runs that may run at once by default; later dispatches wait in the queue."""
@@ -137,6 +139,17 @@ def spec_of(request: dict[str, Any], run_id: str) -> RunSpec:
         session=session_of(request.get("session")),
         delegated=Delegated.from_data(delegated) if delegated is not None else None,
     )
+
+
+def check_names(spec: RunSpec) -> None:
+    """Refuse what the run's start would refuse and can be told without starting it: a model
+    SPEC of no known form (`E_INVALID_ARGS`, the valid forms listed) or an unknown built-in tool
+    name (`E_TOOL_UNKNOWN`, the closest names). A dispatch past the limit is checked so before it
+    is queued, as one under it is by its start."""
+    if isinstance(spec.model, str):
+        parse_spec(spec.model)
+    if spec.builtin_tools is not None and not isinstance(spec.builtin_tools, bool):
+        builtin_registry(list(spec.builtin_tools))
 
 
 def session_of(asked: Any) -> SessionOpened | None:
@@ -270,6 +283,7 @@ class RunOwner:
         a delegating run names its child before dispatching it."""
         run_id = run_id if run_id is not None else new_run_id()
         spec = spec_of(request, run_id)
+        check_names(spec)
         if spec.origin is not None:
             self.resolve(spec.origin, ledger_only=True)
         h = Hosted(run_id, request, spec)
@@ -470,6 +484,7 @@ __all__ = [
     "LocalClaims",
     "RunClaims",
     "RunOwner",
+    "check_names",
     "conflict",
     "not_found",
     "spec_of",
