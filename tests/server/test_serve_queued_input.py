@@ -58,3 +58,22 @@ def test_a_turn_ceiling_past_the_ledgers_integers_is_a_schema_error(tmp_path: Pa
             assert c.get("/runs").json()["runs"] == []
     finally:
         srv.stop()
+
+
+def test_a_prefix_shared_by_a_running_and_a_queued_run_names_both(full: tuple[Server, str], tmp_path: Path) -> None:
+    """Run ids begin with their time, so runs dispatched together share a start: a prefix that
+    fits the running run and a queued one is refused naming both, never taken as the running one
+    (a cancel meant for the queued run would end the running one)."""
+    srv, running = full
+    with srv.client() as c:
+        queued = c.post("/runs", json={"task": "wait", "model": f"script:{tmp_path / 'slow.jsonl'}"}).json()
+        assert queued["state"] == "queued"
+        shared = next(i for i, (a, b) in enumerate(zip(running, queued["run"], strict=True)) if a != b)
+        prefix = running[:shared]
+        for resp in (c.get(f"/runs/{prefix}"), c.post(f"/runs/{prefix}/cancel", json={})):
+            assert resp.status_code == 400, resp.text
+            assert set(resp.json()["error"]["nearby"]) == {running, queued["run"]}
+        assert c.get(f"/runs/{running}").json()["run"]["state"] == "running"
+        assert c.get(f"/runs/{queued['run']}").json()["run"]["state"] == "queued"
+        for run in (queued["run"], running):
+            c.post(f"/runs/{run}/cancel", json={})

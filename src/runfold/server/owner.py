@@ -382,8 +382,14 @@ class RunOwner:
         matches = {r for r in [*queued, *self.ledger.runs()] if r.replace("-", "").startswith(key)}
         if not matches:
             raise not_found(prefix)
-        if len(matches) > 1:
-            return self.ws.resolve_run(prefix)  # raises naming the candidates
+        if len(matches) > 1:  # queued runs too: a run id's start is its time, shared by runs dispatched together
+            found = sorted(matches)
+            raise invalid_args(
+                f"pick one run for the prefix {prefix!r}",
+                f"{len(found)} runs whose ids start with it",
+                "give more characters of the run id (`GET /api/runs` lists them): " + ", ".join(found[:8]),
+                nearby=tuple(found),
+            )
         return matches.pop()
 
     def live(self, run: str) -> bool:
