@@ -284,13 +284,27 @@ class Seat:
                 f"a run delegates to at most {self.limits.max_fan_out} children ([agents] max_fan_out of config.toml)",
                 f"this would be child number {len(children) + 1}",
             )
+        child_room = room if room is not None else (self.room or ".")
+        if not within(child_room, self.room):
+            raise RunfoldError(
+                ErrorCode.GATE_DENIED,
+                f"{action} (room {child_room!r} is outside this run's room {self.room!r})",
+                f"run {self.run}",
+                f"give a room inside yours: {self.room!r} or below it",
+                retry=Retry.NO,
+                gate=Gate(
+                    f"a delegated run works inside its parent's room (here {self.room!r}): a run writes only inside its room",
+                    f"room {child_room!r} is not {self.room!r} nor below it",
+                    f"delegate with room {self.room!r} (the default) or a room below it, e.g. '{self.room}/part'",
+                ),
+            )
         spec = me.spec
         child = new_run_id()
         child_spec = RunSpec(
             task,
             goal,
             spec.model if isinstance(spec.model, str) else None,
-            room if room is not None else (self.room or "."),
+            child_room,
             spec.max_turns,
             builtin_tools=spec.builtin_tools,
             system=spec.system,
@@ -417,6 +431,15 @@ def cancel_by_inbox(desk: Desk, run: str, source: str) -> None:
         desk.post(ControlRequest(new_signal_id(), run, "cancel", source, "", now_ms()))
 
 
+def within(room: str, parent: str | None) -> bool:
+    """Whether the room `room` (`.`: the root) is the room `parent` or below it (None or `.`:
+    the root, which holds every room). Segments are compared, so `labx` is not below `lab`."""
+    if parent is None or parent.strip("/") in ("", "."):
+        return True
+    want = [p for p in parent.split("/") if p]
+    return [p for p in room.split("/") if p][: len(want)] == want
+
+
 def with_agent_tools(names: Sequence[str] | bool, agent_names: Sequence[str], builtin: Sequence[str]) -> list[str]:
     """A tool set (True: every built-in, False: none, or names) with `agent_names` added."""
     base = list(builtin) if names is True else [] if names is False else list(names)
@@ -435,4 +458,5 @@ __all__ = [
     "desk_of",
     "final_answer",
     "with_agent_tools",
+    "within",
 ]

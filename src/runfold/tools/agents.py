@@ -36,11 +36,12 @@ async def delegate(
     Args:
         task: What the child should do, in full: it sees only these words (and the goal).
         goal: What done looks like for the child (optional).
-        room: The child's room (where it may write), relative to the workspace; default: yours.
+        room: The child's room (where it may write): yours (the default) or a room below it.
         detach: True: the child keeps running when you are cancelled (default: it is cancelled too).
 
     Returns `{run: <child run id>, depth, children}` once the child is dispatched. Raises
-    E_GATE_DENIED past the delegation depth or fan-out limit (do the work yourself then).
+    E_GATE_DENIED past the delegation depth or fan-out limit (do the work yourself then), or for
+    a room outside yours.
     """
     desk = _desk(ctx, "delegate a task")
     if not task.strip():
