@@ -193,6 +193,8 @@ class RunOwner:
         self._stack = contextlib.AsyncExitStack()
         self._ledger: LedgerWriter | None = None
         self.hub: ControlHub | None = None
+        self.stopping = False
+        """Set by `quiesce`: no run starts any more."""
 
     # ---- life ------------------------------------------------------------------------------
 
@@ -212,9 +214,13 @@ class RunOwner:
         ledger.on_durable.append(self.events.publish)
         self._recover_queue()
 
-    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Cancel every running run (each is frozen as cancelled at its next safe point; after
-        `grace_s` s its task is cancelled) and close the writer. Queued dispatches stay queued."""
+    async def quiesce(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Wind down before the server stops answering: nothing starts any more (a dispatch is
+        queued, durably, for the next server), every running run is cancelled (frozen as
+        cancelled at its next safe point; after `grace_s` s its task is cancelled), then every
+        event stream is ended, so a client gets the run's last line and the stream's end instead
+        of a connection cut at shutdown. Queued dispatches stay queued. Idempotent."""
+        self.stopping = True
         self.queue.clear()
         tasks = [h.task for h in self.hosted.values() if h.task is not None and not h.task.done()]
         for h in self.hosted.values():
@@ -227,6 +233,11 @@ class RunOwner:
             for t in pending:
                 with contextlib.suppress(BaseException):
                     await t
+        self.events.end_all()
+
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """`quiesce`, then close the writer."""
+        await self.quiesce(grace_s)
         if self._ledger is not None and self.events.publish in self._ledger.on_durable:
             self._ledger.on_durable.remove(self.events.publish)
         await self._stack.aclose()
@@ -288,7 +299,7 @@ class RunOwner:
             self.resolve(spec.origin, ledger_only=True)
         h = Hosted(run_id, request, spec)
         self.hosted[run_id] = h
-        if self.busy() >= self.max_runs:
+        if self.stopping or self.busy() >= self.max_runs:
             try:
                 queue_put(self.ws.root, run_id, request)
             except BaseException:
@@ -364,7 +375,7 @@ class RunOwner:
 
     def _admit(self) -> None:
         """Start queued dispatches while there is room."""
-        while self.queue and self.busy() < self.max_runs:
+        while self.queue and self.busy() < self.max_runs and not self.stopping:
             h = self.hosted.get(self.queue.popleft())
             if h is not None and h.state == "queued":
                 self._start(h)
@@ -395,7 +406,7 @@ class RunOwner:
     def live(self, run: str) -> bool:
         """Whether `run` may still write lines (running, or queued to run)."""
         h = self.hosted.get(run)
-        return h is not None and h.state in ("queued", "running")
+        return h is not None and h.state in ("queued", "running") and not (self.stopping and h.state == "queued")
 
     # ---- steer, cancel, fork ---------------------------------------------------------------
 
