@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runfold.core.address import is_within
 from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError, invalid_args
 from runfold.core.kinds import Kind
 from runfold.core.payloads import Payload, SignalWaitEnded, SignalWaitStarted
@@ -285,7 +286,7 @@ class Seat:
                 f"this would be child number {len(children) + 1}",
             )
         child_room = room if room is not None else (self.room or ".")
-        if not within(child_room, self.room):
+        if self.room not in (None, ".") and not is_within(child_room, self.room):
             raise RunfoldError(
                 ErrorCode.GATE_DENIED,
                 f"{action} (room {child_room!r} is outside this run's room {self.room!r})",
@@ -431,15 +432,6 @@ def cancel_by_inbox(desk: Desk, run: str, source: str) -> None:
         desk.post(ControlRequest(new_signal_id(), run, "cancel", source, "", now_ms()))
 
 
-def within(room: str, parent: str | None) -> bool:
-    """Whether the room `room` (`.`: the root) is the room `parent` or below it (None or `.`:
-    the root, which holds every room). Segments are compared, so `labx` is not below `lab`."""
-    if parent is None or parent.strip("/") in ("", "."):
-        return True
-    want = [p for p in parent.split("/") if p]
-    return [p for p in room.split("/") if p][: len(want)] == want
-
-
 def with_agent_tools(names: Sequence[str] | bool, agent_names: Sequence[str], builtin: Sequence[str]) -> list[str]:
     """A tool set (True: every built-in, False: none, or names) with `agent_names` added."""
     base = list(builtin) if names is True else [] if names is False else list(names)
@@ -458,5 +450,4 @@ __all__ = [
     "desk_of",
     "final_answer",
     "with_agent_tools",
-    "within",
 ]
