@@ -78,3 +78,47 @@ def test_sigterm_freezes_running_runs_as_cancelled_and_keeps_the_queue(tmp_path:
             assert wait_state(c, queued["run"], ("done",), timeout=120)["turns"] == 10
     finally:
         srv.stop()
+
+
+def test_sigterm_ends_open_event_streams_with_the_runs_last_line(tmp_path: Path) -> None:
+    """A client streaming a running run's events when the server is stopped receives the run's
+    `run_frozen` (cancelled) and the `end` event, and one streaming a queued run the `end` event:
+    no stream is cut mid-body after the shutdown's grace, nor does the log show a traceback."""
+    import threading
+
+    from srv_support import sse_events
+
+    root = make_workspace(tmp_path / "ws")
+    slow = ten_turns(tmp_path / "slow.jsonl", delay_ms=2000)
+    srv = start_server(root, "--max-runs", "1")
+    with srv.client() as c:
+        running = c.post("/runs", json={"task": "slow", "model": f"script:{slow}"}).json()["run"]
+        queued = c.post("/runs", json={"task": "later", "model": f"script:{slow}"}).json()["run"]
+    got: dict[str, list[dict[str, str]]] = {running: [], queued: []}
+    failed: list[str] = []
+
+    def watch(run: str) -> None:
+        with srv.client(timeout=120) as c:
+            try:
+                got[run].extend(sse_events(c, run))
+            except Exception as exc:  # the stream was cut
+                failed.append(f"{run}: {exc!r}")
+
+    threads = [threading.Thread(target=watch, args=(r,), daemon=True) for r in (running, queued)]
+    for t in threads:
+        t.start()
+    wait_state(srv.client(), running, ("running",))
+    import time
+
+    deadline = time.monotonic() + 60
+    while not got[running] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    err = srv.stop(signal.SIGTERM, timeout=120)
+    for t in threads:
+        t.join(timeout=60)
+    assert srv.proc.returncode == 0 and not failed, failed
+    assert "Traceback" not in err, err
+    events = got[running]
+    assert events[-1]["event"] == "end" and events[-2]["event"] == "run_frozen", events[-3:]
+    assert json.loads(events[-2]["data"])["data"]["completion"] == "cancelled"
+    assert [e["event"] for e in got[queued]] == ["end"]

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runfold.core.address import is_within
 from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError, invalid_args
 from runfold.core.kinds import Kind
 from runfold.core.payloads import Payload, SignalWaitEnded, SignalWaitStarted
@@ -284,13 +285,27 @@ class Seat:
                 f"a run delegates to at most {self.limits.max_fan_out} children ([agents] max_fan_out of config.toml)",
                 f"this would be child number {len(children) + 1}",
             )
+        child_room = room if room is not None else (self.room or ".")
+        if self.room not in (None, ".") and not is_within(child_room, self.room):
+            raise RunfoldError(
+                ErrorCode.GATE_DENIED,
+                f"{action} (room {child_room!r} is outside this run's room {self.room!r})",
+                f"run {self.run}",
+                f"give a room inside yours: {self.room!r} or below it",
+                retry=Retry.NO,
+                gate=Gate(
+                    f"a delegated run works inside its parent's room (here {self.room!r}): a run writes only inside its room",
+                    f"room {child_room!r} is not {self.room!r} nor below it",
+                    f"delegate with room {self.room!r} (the default) or a room below it, e.g. '{self.room}/part'",
+                ),
+            )
         spec = me.spec
         child = new_run_id()
         child_spec = RunSpec(
             task,
             goal,
             spec.model if isinstance(spec.model, str) else None,
-            room if room is not None else (self.room or "."),
+            child_room,
             spec.max_turns,
             builtin_tools=spec.builtin_tools,
             system=spec.system,

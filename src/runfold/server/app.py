@@ -33,7 +33,10 @@ from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 
 API = "/api"
 
-SEQ_BOUNDS: dict[str, int] = {"ge": 0, "le": 2**63 - 1}
+INT_MAX = 2**63 - 1
+"""The largest whole number a ledger line holds (a signed 64-bit integer)."""
+
+SEQ_BOUNDS: dict[str, int] = {"ge": 0, "le": INT_MAX}
 """What a seq given to the API may be (`?since=`, `Last-Event-ID`): a whole number in the
 ledger's range, parsed and refused (422) by one validator whichever way it comes."""
 
@@ -107,7 +110,7 @@ class RunRequest(BaseModel):
     goal: str = Field("", description="What done looks like (the run's system segment).")
     model: str | None = Field(None, description="Model SPEC: local, anthropic:<model>, openai:<model>, script:<file> …")
     room: str = Field(".", pattern=ROOM_PATTERN, description="The run's address: where it may write (`.`: the root).")
-    max_turns: int | None = Field(None, ge=1, description="Turn ceiling.")
+    max_turns: int | None = Field(None, ge=1, le=INT_MAX, description="Turn ceiling.")
     builtin_tools: bool | list[ToolName] | None = Field(None, description="True, False or built-in tool names.")
     system: str | None = Field(None, description="Replaces the default system text.")
     session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
@@ -123,7 +126,7 @@ class ContinueRequest(BaseModel):
 
     task: str = ""
     model: str | None = None
-    max_turns: int | None = Field(None, ge=1)
+    max_turns: int | None = Field(None, ge=1, le=INT_MAX)
     builtin_tools: bool | list[ToolName] | None = None
     session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
 

@@ -54,6 +54,12 @@ class EventFanout:
         for q in self._subs.get(run, ()):
             q.put_nowait(END)
 
+    def end_all(self) -> None:
+        """Tell every subscriber that its run will write no more lines here (the server stops)."""
+        for queues in self._subs.values():
+            for q in queues:
+                q.put_nowait(END)
+
     def subscribe(self, run: str) -> asyncio.Queue[Record | None]:
         q: asyncio.Queue[Record | None] = asyncio.Queue()
         self._subs.setdefault(run, set()).add(q)

@@ -24,6 +24,7 @@ from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invali
 from runfold.core.ids import is_run_id
 from runfold.core.payloads import ForkPoint, SessionOpened
 from runfold.core.records import Record
+from runfold.providers.registry import parse_spec
 from runfold.runtime.control import ControlHub, check_request_text, frozen_text, run_state
 from runfold.runtime.delegation import desk_of
 from runfold.runtime.executor import RunOutcome
@@ -35,6 +36,7 @@ from runfold.store.group_commit import GroupCommit
 from runfold.store.ledger import now_ms
 from runfold.store.serving import queue_drop, queue_items, queue_put
 from runfold.store.view import LedgerWriter
+from runfold.tools import builtin_registry
 
 DEFAULT_MAX_RUNS = 32
 """Runs that may run at once by default; later dispatches wait in the queue."""
@@ -139,6 +141,17 @@ def spec_of(request: dict[str, Any], run_id: str) -> RunSpec:
     )
 
 
+def check_names(spec: RunSpec) -> None:
+    """Refuse what the run's start would refuse and can be told without starting it: a model
+    SPEC of no known form (`E_INVALID_ARGS`, the valid forms listed) or an unknown built-in tool
+    name (`E_TOOL_UNKNOWN`, the closest names). A dispatch past the limit is checked so before it
+    is queued, as one under it is by its start."""
+    if isinstance(spec.model, str):
+        parse_spec(spec.model)
+    if spec.builtin_tools is not None and not isinstance(spec.builtin_tools, bool):
+        builtin_registry(list(spec.builtin_tools))
+
+
 def session_of(asked: Any) -> SessionOpened | None:
     """The `session_opened` payload of a request's `session` (`{carried, run?, at_seq?}`)."""
     if not isinstance(asked, dict):
@@ -180,6 +193,8 @@ class RunOwner:
         self._stack = contextlib.AsyncExitStack()
         self._ledger: LedgerWriter | None = None
         self.hub: ControlHub | None = None
+        self.stopping = False
+        """Set by `quiesce`: no run starts any more."""
 
     # ---- life ------------------------------------------------------------------------------
 
@@ -199,9 +214,13 @@ class RunOwner:
         ledger.on_durable.append(self.events.publish)
         self._recover_queue()
 
-    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Cancel every running run (each is frozen as cancelled at its next safe point; after
-        `grace_s` s its task is cancelled) and close the writer. Queued dispatches stay queued."""
+    async def quiesce(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Wind down before the server stops answering: nothing starts any more (a dispatch is
+        queued, durably, for the next server), every running run is cancelled (frozen as
+        cancelled at its next safe point; after `grace_s` s its task is cancelled), then every
+        event stream is ended, so a client gets the run's last line and the stream's end instead
+        of a connection cut at shutdown. Queued dispatches stay queued. Idempotent."""
+        self.stopping = True
         self.queue.clear()
         tasks = [h.task for h in self.hosted.values() if h.task is not None and not h.task.done()]
         for h in self.hosted.values():
@@ -214,6 +233,11 @@ class RunOwner:
             for t in pending:
                 with contextlib.suppress(BaseException):
                     await t
+        self.events.end_all()
+
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """`quiesce`, then close the writer."""
+        await self.quiesce(grace_s)
         if self._ledger is not None and self.events.publish in self._ledger.on_durable:
             self._ledger.on_durable.remove(self.events.publish)
         await self._stack.aclose()
@@ -270,11 +294,12 @@ class RunOwner:
         a delegating run names its child before dispatching it."""
         run_id = run_id if run_id is not None else new_run_id()
         spec = spec_of(request, run_id)
+        check_names(spec)
         if spec.origin is not None:
             self.resolve(spec.origin, ledger_only=True)
         h = Hosted(run_id, request, spec)
         self.hosted[run_id] = h
-        if self.busy() >= self.max_runs:
+        if self.stopping or self.busy() >= self.max_runs:
             try:
                 queue_put(self.ws.root, run_id, request)
             except BaseException:
@@ -350,7 +375,7 @@ class RunOwner:
 
     def _admit(self) -> None:
         """Start queued dispatches while there is room."""
-        while self.queue and self.busy() < self.max_runs:
+        while self.queue and self.busy() < self.max_runs and not self.stopping:
             h = self.hosted.get(self.queue.popleft())
             if h is not None and h.state == "queued":
                 self._start(h)
@@ -368,14 +393,20 @@ class RunOwner:
         matches = {r for r in [*queued, *self.ledger.runs()] if r.replace("-", "").startswith(key)}
         if not matches:
             raise not_found(prefix)
-        if len(matches) > 1:
-            return self.ws.resolve_run(prefix)  # raises naming the candidates
+        if len(matches) > 1:  # queued runs too: a run id's start is its time, shared by runs dispatched together
+            found = sorted(matches)
+            raise invalid_args(
+                f"pick one run for the prefix {prefix!r}",
+                f"{len(found)} runs whose ids start with it",
+                "give more characters of the run id (`GET /api/runs` lists them): " + ", ".join(found[:8]),
+                nearby=tuple(found),
+            )
         return matches.pop()
 
     def live(self, run: str) -> bool:
         """Whether `run` may still write lines (running, or queued to run)."""
         h = self.hosted.get(run)
-        return h is not None and h.state in ("queued", "running")
+        return h is not None and h.state in ("queued", "running") and not (self.stopping and h.state == "queued")
 
     # ---- steer, cancel, fork ---------------------------------------------------------------
 
@@ -470,6 +501,7 @@ __all__ = [
     "LocalClaims",
     "RunClaims",
     "RunOwner",
+    "check_names",
     "conflict",
     "not_found",
     "spec_of",

@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,13 +103,32 @@ def _server_class() -> type:
         (uvicorn itself re-raises the signal after its shutdown, so the process would die of it
         before the owner froze its runs)."""
 
+        before_exit: Callable[[], Awaitable[None]] | None = None
+        """Awaited on the first signal before the server stops answering (the owner winds down
+        its runs and ends the event streams); a second signal stops it at once."""
+        _draining: asyncio.Task[None] | None = None
+
+        def on_signal(self, sig: int) -> None:
+            if self.before_exit is None or self._draining is not None:
+                self.handle_exit(sig, None)
+                return
+            wind_down = self.before_exit
+
+            async def drain() -> None:
+                try:
+                    await wind_down()
+                finally:
+                    self.handle_exit(sig, None)
+
+            self._draining = asyncio.get_running_loop().create_task(drain())
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             loop = asyncio.get_running_loop()
             installed = []
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, self.handle_exit, sig, None)
+                    loop.add_signal_handler(sig, self.on_signal, sig)
                     installed.append(sig)
             try:
                 yield
@@ -157,6 +176,7 @@ async def serve(
             timeout_keep_alive=KEEP_ALIVE_S,
         )
         server = _Server(config)
+        server.before_exit = owner.quiesce
         write_info(ws_root, ServeInfo(os.getpid(), url, opts.host, port, str(tfile) if tfile else None, now_ms()))
         for run, why in owner.dropped:
             announce(f"queued run {run} not run again: {why}")

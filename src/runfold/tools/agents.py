@@ -6,9 +6,11 @@ as a letter of kind `reply` that can never pass for the person.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from runfold.core.errors import invalid_args
+from runfold.core.address import address_problem, is_within
+from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError, invalid_args
 from runfold.tools.context import AgentDesk, ToolContext
 from runfold.tools.registry import Tool
 
@@ -36,16 +38,44 @@ async def delegate(
     Args:
         task: What the child should do, in full: it sees only these words (and the goal).
         goal: What done looks like for the child (optional).
-        room: The child's room (where it may write), relative to the workspace; default: yours.
+        room: The child's room (where it may write): yours (the default) or a room below it.
         detach: True: the child keeps running when you are cancelled (default: it is cancelled too).
 
     Returns `{run: <child run id>, depth, children}` once the child is dispatched. Raises
-    E_GATE_DENIED past the delegation depth or fan-out limit (do the work yourself then).
+    E_GATE_DENIED past the delegation depth or fan-out limit (do the work yourself then), or for
+    a room outside yours.
     """
     desk = _desk(ctx, "delegate a task")
     if not task.strip():
         raise invalid_args("delegate a task", "task", "give the child's task in words (not empty)")
+    _check_real_room(ctx, room.strip())
     return await desk.delegate(task, goal, room.strip() or None, detach)
+
+
+def _check_real_room(ctx: ToolContext, room: str) -> None:
+    """Refuse a child room that is below this run's room by name but elsewhere by its real path
+    (a symlink inside the room leading out): the sandbox would bind the place it leads to."""
+    if not room or address_problem(room) is not None or (ctx.room is not None and not is_within(room, ctx.room)):
+        return  # the default room, or one the desk or the run's spec refuses by its name
+    if not os.path.lexists(ctx.workspace / room):
+        return  # made when the child starts: a real directory
+    mine = str(ctx.real_room)
+    real = os.path.realpath(ctx.workspace.joinpath(*room.split("/")))
+    if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
+        return
+    where = os.path.relpath(real, ctx.real_workspace)
+    raise RunfoldError(
+        ErrorCode.GATE_DENIED,
+        f"delegate a task (room {room!r} leads out of {ctx.room_label} through a symbolic link)",
+        repr(room),
+        f"give a room that is a real directory inside {ctx.room_label}",
+        retry=Retry.NO,
+        gate=Gate(
+            "a delegated run works inside its parent's room, by real path: a symbolic link does not widen it",
+            f"room {room!r} is really {where!r}",
+            "delegate to a room below yours that is a directory, not a link",
+        ),
+    )
 
 
 async def wait_for_reply(*, ctx: ToolContext, runs: list[str] | None = None, timeout_s: int = 300) -> dict[str, Any]:
