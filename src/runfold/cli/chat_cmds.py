@@ -256,8 +256,8 @@ def _fork(session: ChatSession, args: list[str], console: Console) -> None:
     for line in fork_lines(view):
         console.print(line, markup=False)
     console.print("your next message continues the fork", markup=False)
-    session.current = plan.new_run
-    session.runs.append(plan.new_run)
+    session.current = view.new_run  # the fork's id, whether the server or this process wrote it
+    session.runs.append(view.new_run)
 
 
 def _invoke(argv: list[str], root: Path) -> None:
