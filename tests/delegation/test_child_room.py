@@ -8,17 +8,35 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from runfold.api import Workspace
+from runfold.runtime.executor import RunOutcome
 from runfold.runtime.spec import RunSpec
 
 
-def test_a_child_may_not_work_outside_its_parents_room(tmp_path: Path) -> None:
-    root = tmp_path / "ws"
+def _workspace(root: Path) -> Path:
+    """A workspace whose children may not delegate further ([agents] max_depth = 1)."""
     Workspace.init(root)
     cfg = root / ".runfold" / "config.toml"
     cfg.write_text(cfg.read_text() + "\n[agents]\nmax_depth = 1\n", encoding="utf-8")
-    script = tmp_path / "s.jsonl"
+    return root
+
+
+def _parent_in_lab(root: Path, script: Path, entries: list[dict[str, Any]]) -> RunOutcome:
+    """Drive a run confined to room `lab` whose scripted model plays `entries`."""
+    script.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+
+    async def main() -> RunOutcome:
+        with Workspace.open(root) as ws:
+            spec = RunSpec("go", model=f"script:{script}", room="lab", builtin_tools=False, agents=True)
+            return await ws.arun_spec(spec)
+
+    return asyncio.run(main())
+
+
+def test_a_child_may_not_work_outside_its_parents_room(tmp_path: Path) -> None:
+    root = _workspace(tmp_path / "ws")
     rooms = [".", "other", "labx", "lab/sub"]
     entries = [
         {"content": [
@@ -28,16 +46,9 @@ def test_a_child_may_not_work_outside_its_parents_room(tmp_path: Path) -> None:
         {"content": [{"kind": "tool_use", "id": "w", "name": "wait_for_reply", "input": {"timeout_s": 60}}]},
         {"content": [{"kind": "text", "text": "answer"}]},
     ]
-    script.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
-
-    async def main() -> str:
-        with Workspace.open(root) as ws:
-            spec = RunSpec("go", model=f"script:{script}", room="lab", builtin_tools=False, agents=True)
-            out = await ws.arun_spec(spec)
-            assert out.completion == "done", out.reason
-            return out.run_id
-
-    run = asyncio.run(main())
+    out = _parent_in_lab(root, tmp_path / "s.jsonl", entries)
+    assert out.completion == "done", out.reason
+    run = out.run_id
     with Workspace.open(root) as ws:
         results = [r.env.data for r in ws.records(run) if r.env.kind == "tool_result"]
         for data, room in zip(results[:3], rooms[:3], strict=True):
@@ -53,27 +64,15 @@ def test_a_child_room_that_is_a_symlink_out_of_the_parents_room_is_refused(tmp_p
     """The parent's own room is writable, so it can plant `lab/sub -> ../other` (here: planted
     before the run); a child in `lab/sub` would then write in `other`. The room is checked by
     its real path, as the sandbox binds it."""
-    root = tmp_path / "ws"
-    Workspace.init(root)
-    cfg = root / ".runfold" / "config.toml"
-    cfg.write_text(cfg.read_text() + "\n[agents]\nmax_depth = 1\n", encoding="utf-8")
+    root = _workspace(tmp_path / "ws")
     (root / "lab").mkdir()
     (root / "other").mkdir()
     (root / "lab" / "sub").symlink_to("../other")
-    script = tmp_path / "s.jsonl"
     entries = [
         {"content": [{"kind": "tool_use", "id": "d", "name": "delegate", "input": {"task": "write", "room": "lab/sub"}}]},
         {"content": [{"kind": "text", "text": "answer"}]},
     ]
-    script.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
-
-    async def main() -> str:
-        with Workspace.open(root) as ws:
-            spec = RunSpec("go", model=f"script:{script}", room="lab", builtin_tools=False, agents=True)
-            out = await ws.arun_spec(spec)
-            return out.run_id
-
-    run = asyncio.run(main())
+    run = _parent_in_lab(root, tmp_path / "s.jsonl", entries).run_id
     with Workspace.open(root) as ws:
         (data,) = [r.env.data for r in ws.records(run) if r.env.kind == "tool_result"]
         assert data["error"]["code"] == "E_GATE_DENIED", data

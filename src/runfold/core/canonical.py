@@ -22,6 +22,7 @@ FORMAT_VERSION = 2
 MAX_DEPTH = 126
 """Maximum nesting depth of `data` (the `data` object itself is depth 1)."""
 I64_MIN = -(1 << 63)
+I64_MAX = (1 << 63) - 1
 U64_MAX = (1 << 64) - 1
 
 Json = Any

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runfold import __version__
+from runfold.core.canonical import I64_MAX
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.fold import RunSummary
 from runfold.server.limits import DEFAULT_MAX_BODY, BodyLimit, too_large
@@ -33,10 +34,7 @@ from runfold.tools import BUILTIN_NAMES, OPT_IN_NAMES
 
 API = "/api"
 
-INT_MAX = 2**63 - 1
-"""The largest whole number a ledger line holds (a signed 64-bit integer)."""
-
-SEQ_BOUNDS: dict[str, int] = {"ge": 0, "le": INT_MAX}
+SEQ_BOUNDS: dict[str, int] = {"ge": 0, "le": I64_MAX}
 """What a seq given to the API may be (`?since=`, `Last-Event-ID`): a whole number in the
 ledger's range, parsed and refused (422) by one validator whichever way it comes."""
 
@@ -98,7 +96,7 @@ class SessionRequest(BaseModel):
 
     carried: bool = Field(False, description="Whether the previous session's conversation travels with this one.")
     run: str | None = Field(None, description="The run the previous session ended with.")
-    at_seq: int | None = Field(None, ge=0, le=2**63 - 1, description="That run's last seq.")
+    at_seq: int | None = Field(None, ge=0, le=I64_MAX, description="That run's last seq.")
 
 
 class RunRequest(BaseModel):
@@ -110,7 +108,7 @@ class RunRequest(BaseModel):
     goal: str = Field("", description="What done looks like (the run's system segment).")
     model: str | None = Field(None, description="Model SPEC: local, anthropic:<model>, openai:<model>, script:<file> …")
     room: str = Field(".", pattern=ROOM_PATTERN, description="The run's address: where it may write (`.`: the root).")
-    max_turns: int | None = Field(None, ge=1, le=INT_MAX, description="Turn ceiling.")
+    max_turns: int | None = Field(None, ge=1, le=I64_MAX, description="Turn ceiling.")
     builtin_tools: bool | list[ToolName] | None = Field(None, description="True, False or built-in tool names.")
     system: str | None = Field(None, description="Replaces the default system text.")
     session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
@@ -126,7 +124,7 @@ class ContinueRequest(BaseModel):
 
     task: str = ""
     model: str | None = None
-    max_turns: int | None = Field(None, ge=1, le=INT_MAX)
+    max_turns: int | None = Field(None, ge=1, le=I64_MAX)
     builtin_tools: bool | list[ToolName] | None = None
     session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
 

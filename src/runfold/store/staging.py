@@ -12,13 +12,20 @@ from collections.abc import Sequence
 import blake3
 
 from runfold.core.address import address_problem
-from runfold.core.canonical import FORMAT_VERSION, I64_MIN, Envelope, encode_json, encode_line, lines_proven
+from runfold.core.canonical import (
+    FORMAT_VERSION,
+    I64_MAX,
+    I64_MIN,
+    Envelope,
+    encode_json,
+    encode_line,
+    lines_proven,
+)
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.ids import is_run_id
 from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.records import Draft, Record
 
-_I64_MAX = (1 << 63) - 1
 _CACHE_MAX = 1 << 16
 """Checked run ids / addresses remembered per stager before the sets are cleared."""
 
@@ -89,7 +96,7 @@ class Stager:
                 and who
                 and kind in known
                 and (addr is None or addr in addrs_ok)
-                and (t is clock or (type(t) is int and I64_MIN <= t <= _I64_MAX))
+                and (t is clock or (type(t) is int and I64_MIN <= t <= I64_MAX))
             ):
                 check_draft(d, t, seq - first)  # raises naming the field, or the draft is well-formed
                 if len(runs_ok) >= _CACHE_MAX or len(addrs_ok) >= _CACHE_MAX:
@@ -134,7 +141,7 @@ def check_draft(d: Draft, t: int, i: int) -> None:
         raise invalid_args(
             "append a line", f"drafts[{i}].addr={d.addr!r} ({problem})", "give a relative address"
         )
-    if isinstance(t, bool) or not isinstance(t, int) or not I64_MIN <= t <= _I64_MAX:
+    if isinstance(t, bool) or not isinstance(t, int) or not I64_MIN <= t <= I64_MAX:
         raise invalid_args(
             "append a line", f"drafts[{i}].t={t!r}", "give UTC milliseconds as an integer, or None"
         )

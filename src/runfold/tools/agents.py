@@ -7,6 +7,7 @@ as a letter of kind `reply` that can never pass for the person.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from runfold.core.address import address_problem, is_within
@@ -57,11 +58,11 @@ def _check_real_room(ctx: ToolContext, room: str) -> None:
     (a symlink inside the room leading out): the sandbox would bind the place it leads to."""
     if not room or address_problem(room) is not None or (ctx.room is not None and not is_within(room, ctx.room)):
         return  # the default room, or one the desk or the run's spec refuses by its name
-    if not os.path.lexists(ctx.workspace / room):
+    named = ctx.workspace.joinpath(*room.split("/"))
+    if not os.path.lexists(named):
         return  # made when the child starts: a real directory
-    mine = str(ctx.real_room)
-    real = os.path.realpath(ctx.workspace.joinpath(*room.split("/")))
-    if real == mine or real.startswith(mine.rstrip(os.sep) + os.sep):
+    real = Path(os.path.realpath(named))
+    if real.is_relative_to(ctx.real_room):
         return
     where = os.path.relpath(real, ctx.real_workspace)
     raise RunfoldError(
