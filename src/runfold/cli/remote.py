@@ -155,7 +155,8 @@ def dispatch(remote: Remote, spec: RunSpec) -> str:
             "--record",
             "drop --record, or stop the server to run it in this process",
         )
-    common: dict[str, Any] = {"model": _model(spec.model), "max_turns": spec.max_turns}
+    approvals = dict(spec.approvals) if spec.approvals is not None else None
+    common: dict[str, Any] = {"model": _model(spec.model), "max_turns": spec.max_turns, "approvals": approvals}
     if spec.fork is not None:
         body = {**common, "task": spec.task, "at": spec.fork[1], "start": True}
         path = f"/runs/{spec.fork[0]}/fork"

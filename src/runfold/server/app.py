@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runfold import __version__
+from runfold.core.approval import ApprovalClass, Policy
 from runfold.core.canonical import I64_MAX
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.core.fold import RunSummary
@@ -83,6 +84,9 @@ class ErrorResponse(BaseModel):
 
 ToolName = Annotated[str, Field(json_schema_extra={"enum": [*BUILTIN_NAMES, *OPT_IN_NAMES]})]
 """A built-in tool's name (an unknown name is refused with the closest ones)."""
+Approvals = dict[ApprovalClass, Policy]
+"""Approval policies per tool class, laid over `[approvals]` of config.toml for one run (the
+command line's `--approve CLASS=POLICY` and `--yes`, DESIGN.md §9)."""
 ROOM_PATTERN = r"^[^/\\:\x00-\x1f\x7f]+(/[^/\\:\x00-\x1f\x7f]+)*$"
 """A room address: relative, `/`-separated non-empty segments without `\\`, `:` or control
 characters (`.` and `..` segments and `.runfold` are refused too, DESIGN.md §9)."""
@@ -115,6 +119,7 @@ class RunRequest(BaseModel):
     agents: bool = Field(
         False, description="Add the agent tools: send_message, delegate (child runs) and wait_for_reply."
     )
+    approvals: Approvals | None = Field(None, description="Approval policy per tool class, over config.toml's.")
 
 
 class ContinueRequest(BaseModel):
@@ -127,6 +132,7 @@ class ContinueRequest(BaseModel):
     max_turns: int | None = Field(None, ge=1, le=I64_MAX)
     builtin_tools: bool | list[ToolName] | None = None
     session: SessionRequest | None = Field(None, description="The session this run opens (a chat's first turn).")
+    approvals: Approvals | None = Field(None, description="Approval policy per tool class, over config.toml's.")
 
 
 class ForkRequest(ContinueRequest):

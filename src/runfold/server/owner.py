@@ -48,7 +48,7 @@ WAIT_RECORDED_S = 60.0
 
 _WHAT = {"steer": "steer the run", "cancel": "cancel the run", "approve": "approve the call", "deny": "deny the call"}
 
-SPEC_FIELDS = ("task", "goal", "model", "room", "max_turns", "builtin_tools", "system", "agents")
+SPEC_FIELDS = ("task", "goal", "model", "room", "max_turns", "builtin_tools", "system", "agents", "approvals")
 """The fields of a dispatch request that become the `RunSpec` (with `fork`, `continues`, `session` and a child's `delegated`)."""
 
 
