@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -53,6 +55,26 @@ def test_display_form_and_payload_round_trip() -> None:
     assert str(err) == err.display()
     again = RunfoldError.from_data(err.to_data())
     assert again.to_data() == err.to_data()
+
+
+def test_errors_pickle_as_themselves() -> None:
+    """An error raised in another process (a Ray actor, a worker) arrives as the same error,
+    subclasses with their own constructors included."""
+    from runfold.core.chain import Fault, refuse
+    from runfold.providers.base import ProviderError
+    from runfold.tools.results import ToolError
+
+    errors: list[RunfoldError] = [
+        RunfoldError(ErrorCode.LEDGER_HELD, "open the writer", "ws", "stop the server", retry=Retry.YES,
+                     gate=Gate("one writer", "held", "wait")),
+        ProviderError("HTTP 529", status=529, retryable=True, retry_after_ms=40, refused=False),
+        ToolError(ErrorCode.TIMEOUT, "run tool", "exec", "raise the timeout", detail={"ms": 5}),
+        refuse(Fault.CHAIN_BREAK, 7, 6, "prev differs"),
+    ]  # fmt: skip
+    for err in errors:
+        again = pickle.loads(pickle.dumps(err))
+        assert type(again) is type(err)
+        assert again.__dict__ == err.__dict__ and str(again) == str(err) and again.args == err.args
 
 
 def test_recovery_is_mandatory() -> None:

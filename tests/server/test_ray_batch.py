@@ -178,3 +178,38 @@ def test_a_bad_task_line_is_refused_before_anything_runs(tmp_path: Path) -> None
     tasks.write_text('{"task": "one"}\n{"task": "two", "max_turns": 0}\n')
     res = run_cli("batch", tasks, "--ray", "local", "-w", root, cwd=tmp_path)
     assert res.code == 2 and "line 2" in res.err
+
+
+def test_a_served_workspace_is_refused_before_ray_starts(tmp_path: Path) -> None:
+    from srv_support import start_server
+
+    root = Workspace.init(tmp_path / "ws").root
+    srv = start_server(root)
+    try:
+        blocker = tmp_path / "block"  # Ray cannot even be imported: the refusal comes first
+        (blocker / "ray").mkdir(parents=True)
+        (blocker / "ray" / "__init__.py").write_text("raise ImportError('ray is not installed')\n")
+        tasks = tasks_file(tmp_path, 1, script(tmp_path))
+        path = os.pathsep.join([str(blocker), *sys.path])
+        res = run_cli("batch", tasks, "--ray", "local", "-w", root, cwd=tmp_path, process=True, env={"PYTHONPATH": path})
+        assert res.code == 3, res.err
+        [line] = res.err.strip().splitlines()
+        assert line.startswith(f"E_LEDGER_HELD: cannot run a batch on {root}") and f"pid {srv.proc.pid}" in line
+        with srv.client() as c:
+            assert c.get("/runs").json()["runs"] == []  # nothing was dispatched to the server either
+    finally:
+        srv.stop()
+
+
+def test_a_workspace_another_process_writes_is_one_clear_error_from_the_actor(cluster: object, tmp_path: Path) -> None:
+    from runfold.core.errors import ErrorCode, RunfoldError
+
+    ws = Workspace.init(tmp_path / "ws")
+    with ws.writer(resume=False):
+        runner = BatchRunner([ws.root], concurrency=1)
+        try:
+            with pytest.raises(RunfoldError) as held:
+                runner.claim()
+        finally:
+            runner.stop()
+    assert held.value.code is ErrorCode.LEDGER_HELD and str(os.getpid()) in str(held.value)

@@ -25,6 +25,7 @@ from runfold.cli.common import (
     out_console,
     want_json,
 )
+from runfold.core.errors import ErrorCode, Retry, RunfoldError
 
 if TYPE_CHECKING:
     from runfold.server.batch import TaskResult
@@ -112,6 +113,7 @@ def batch_cmd(
 
     as_json = want_json(ctx, json)
     root = find_workspace(workspace)
+    refuse_served(root)
     tasks = read_tasks(file, model=model)
     roots = shard_roots(root, workers)
     connect(ray, workers=workers)
@@ -148,6 +150,23 @@ def batch_cmd(
     code = _exit_code(report.results)
     if code != EXIT_OK:
         raise typer.Exit(code)
+
+
+def refuse_served(root: Path) -> None:
+    """`E_LEDGER_HELD` when `runfold serve` owns `root`: a batch starts owners of its own, so it
+    is refused before Ray is started (the server's runs go on)."""
+    from runfold.store.serving import find_server
+
+    info = find_server(root)
+    if info is not None:
+        raise RunfoldError(
+            ErrorCode.LEDGER_HELD,
+            "run a batch",
+            str(root),
+            f"`runfold serve` (pid {info.pid}, {info.url}) owns this workspace and a batch starts owners of its "
+            "own: stop the server (Ctrl-C) first, or send the tasks to it as runs (`POST /api/runs`)",
+            retry=Retry.YES,
+        )
 
 
 def register(app: typer.Typer) -> None:

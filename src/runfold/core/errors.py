@@ -101,6 +101,11 @@ class RunfoldError(Exception):
     def __str__(self) -> str:
         return self.display()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled by its fields, not its constructor's arguments: an error crosses a process
+        # boundary (Ray, multiprocessing) as itself, subclasses with their own __init__ too
+        return (_unpickled, (type(self), dict(self.__dict__)))
+
     def to_data(self) -> dict[str, Any]:
         """The error as a ledger payload object (keys sorted canonically later)."""
         data: dict[str, Any] = {
@@ -131,6 +136,13 @@ class RunfoldError(Exception):
             retry_after_ms=data.get("retry_after_ms"),
             gate=Gate(**gate) if isinstance(gate, dict) else None,
         )
+
+
+def _unpickled(cls: type[RunfoldError], state: dict[str, Any]) -> RunfoldError:
+    err = cls.__new__(cls)
+    err.__dict__.update(state)
+    Exception.__init__(err, err.display())
+    return err
 
 
 def internal(action: str, subject: str, recovery: str) -> RunfoldError:
