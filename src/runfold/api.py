@@ -257,8 +257,10 @@ class Workspace(WorkspaceLines, WorkspaceStore, WorkspaceRuns):
         return list(self._ledger().runs())
 
     def latest_run(self) -> str:
-        """The run a command means when RUN is omitted: the latest run, the one whose first line
-        is the newest (`runfold runs` lists it last). Raises `E_INVALID_ARGS` when the ledger
+        """The run a command means when RUN is omitted: the latest run the person started,
+        forked or continued, the one whose first line is the newest, passing over runs handed
+        down by the runtime or another run (`fold.handed_down`: probe question forks, delegated
+        children; the newest run when every run is). Raises `E_INVALID_ARGS` when the ledger
         holds no run yet."""
         runs = [r for r in self.runs() if r != WORKSPACE_RUN]
         if not runs:
@@ -267,6 +269,10 @@ class Workspace(WorkspaceLines, WorkspaceStore, WorkspaceRuns):
                 str(self._root),
                 "the ledger holds no runs yet; start one with `runfold run TASK`",
             )
+        for run in reversed(runs):
+            first = self.records(run, limit=1)
+            if not first or not fold_api.handed_down(first[0]):
+                return run
         return runs[-1]
 
     def resolve_run(self, prefix: str) -> str:

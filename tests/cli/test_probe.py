@@ -108,6 +108,13 @@ def test_continue_with_a_probe_records_what_was_kept_and_lost(tmp_path: Path) ->
             assert ws.replay(p["run"]).ok
     shown = runfold(root, "log", "--kind", "eval_run")
     assert "probe garden-facts v2" in shown.stdout and "kept 2" in shown.stdout
+    # the question forks are the runtime's, and a command without RUN means the successor
+    assert all(p["who"] == "runtime" and p["data"]["dispatched_by"] == "runtime" for p in probes)
+    with Workspace.open(root) as ws:
+        assert ws.latest_run() == successor
+    talk = runfold(root, "conversation", "--json")
+    assert talk.returncode == 0, talk.stderr
+    assert json.loads(talk.stdout)["run"] == successor
 
 
 @pytest.mark.parametrize(

@@ -259,7 +259,7 @@ def replay_cmd(
     run: Annotated[
         str | None,
         typer.Argument(
-            help="A run id or unique prefix. Default: the latest run (`runfold runs` lists it last).",
+            help="A run id or unique prefix. Default: the latest run you started, forked or continued (not a probe question or a delegated child).",
             show_default=False,
             metavar="RUN",
         ),

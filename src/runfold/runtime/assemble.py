@@ -202,6 +202,8 @@ async def _drive(
         approvals={**config.approvals, **(spec.approvals or {})},
         instructions=[i.pin() for i in instructions],
     )
+    if spec.dispatched_by is not None:
+        options = dataclasses.replace(options, dispatched_by=spec.dispatched_by, who=spec.dispatched_by)
     if spec.delegated is not None:  # the parent's words open the run escaped, never as the person's
         d = spec.delegated
         options = dataclasses.replace(options, opening="inherited", parent=d.parent, dispatched_by=d.by, who=d.by)
@@ -308,6 +310,7 @@ def _plan(
         goal=spec.goal if spec.goal.strip() else None,
         predecessor=mother if spec.continues is not None else None,
         model=model,
+        who=spec.dispatched_by or "person",
     )
     return plan, note
 

@@ -55,7 +55,7 @@ async def ask(host: ProbeHost, probe: Probe, run: str, provider: Provider) -> li
     at = host.records(run)[-1].seq
     answers = []
     for q in probe.questions:
-        spec = RunSpec(q.ask, model=provider, fork=(run, at), builtin_tools=False, max_turns=1)
+        spec = RunSpec(q.ask, model=provider, fork=(run, at), builtin_tools=False, max_turns=1, dispatched_by=RUNTIME)
         outcome = await host.arun_spec(spec)
         answers.append(answer_of(host.records(outcome.run_id)))
     return answers

@@ -106,7 +106,10 @@ class RunSpec:
       None for a run that opens no session.
     - `agents`: add the agent tools (`send_message`, `delegate`, `wait_for_reply`) to the run's
       tool set; `delegated`: the run was delegated by another run (`Delegated`): its task opens
-      the run `inherited` (escaped, handed down by the parent), never as the person's words.
+      the run `inherited` (escaped, handed down by the parent), never as the person's words;
+    - `dispatched_by`: who hands the run its task when it is not the person — the author of its
+      `run_started` and its `dispatched_by` (`runtime` for the handoff probe's question forks,
+      which `Workspace.latest_run` passes over); None: the person.
 
     Raises `E_INVALID_ARGS` for `fork` together with `continues`, for `max_turns` < 1, a `run_id`
     that is not a lowercase UUID, and for a
@@ -131,6 +134,7 @@ class RunSpec:
     session: SessionOpened | None = None
     agents: bool = False
     delegated: Delegated | None = None
+    dispatched_by: str | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -187,6 +191,7 @@ _SHAPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("session", lambda v: v is None or isinstance(v, SessionOpened), "a SessionOpened payload"),
     ("agents", lambda v: isinstance(v, bool), "True or False"),
     ("delegated", lambda v: v is None or isinstance(v, Delegated), "a Delegated"),
+    ("dispatched_by", lambda v: v is None or (isinstance(v, str) and v.strip() != ""), "a non-blank name"),
 )
 
 

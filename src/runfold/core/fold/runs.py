@@ -311,6 +311,17 @@ class RunSummary:
         }
 
 
+def handed_down(first: Record) -> bool:
+    """Whether the run that `first` (its `run_started`) opens was handed its task by the runtime
+    or by another run's agent — a handoff probe's question fork, a delegated child — rather than
+    started, forked or continued by the person. A command that defaults to the latest run
+    (`Workspace.latest_run`) passes such runs over."""
+    if first.kind is not Kind.RUN_STARTED:
+        return False
+    started = first.typed(RunStarted)
+    return started.parent is not None and started.dispatched_by not in (None, "person")
+
+
 def _summarize(s: RunSummary, rec: Record) -> None:
     s.tally.feed(rec)
     if not rec.known:
