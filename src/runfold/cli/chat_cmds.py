@@ -168,19 +168,25 @@ def _turn(session: ChatSession, text: str, runner: asyncio.Runner, console: Cons
 def _remote_turn(session: ChatSession, remote: Remote, text: str, console: Console) -> RunOutcome | None:
     """The turn run by the server: dispatched, then followed through its event stream (durable
     lines; Ctrl-C cancels it there). None when it was refused or no longer followed."""
-    from runfold.cli.remote import dispatch, follow, outcome_of
+    from runfold.cli.remote import dispatch_answer, follow, outcome_of, queued_note
 
     try:
-        run = dispatch(remote, session.spec(text))
+        answer = dispatch_answer(remote, session.spec(text))
     except RunfoldError as err:
         err_console().print(err.display(), markup=False)
         return None
+    run = str(answer["run"])
     view = ChatView(console, fancy=console.is_terminal)
     with _signals_restored(), view:
+        if answer.get("state") == "queued":
+            view.note(queued_note(remote, run))
         records = follow(remote, run, view)
     if records is None:
         session.current = None  # still freezing on the server: the next message waits for it
         console.print(f"(stopped following run {run[:8]}; continue it once it is frozen: /runs)", markup=False)
+        return None
+    if not records:
+        console.print(f"(run {run[:8]} was dropped from the server's queue before it started)", markup=False)
         return None
     return outcome_of(run, records)
 

@@ -2,7 +2,8 @@
 
 Both write one request into the workspace's control inbox and wait for the owning process's
 answer; the run records it at its next safe point (DESIGN.md §5). With nobody running the
-workspace they refuse plainly and queue nothing. Built on `Workspace.send_control` only.
+workspace they refuse plainly and queue nothing. A run queued on `runfold serve` (no line yet)
+is reached through the server's API instead.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from runfold.cli.common import (
 from runfold.core.errors import invalid_args
 
 if TYPE_CHECKING:
-    from runfold.api import ControlReceipt
+    from runfold.api import ControlReceipt, Workspace
+    from runfold.cli.remote import Remote
 
 WaitOption = Annotated[
     bool,
@@ -68,6 +70,42 @@ def _report(r: ControlReceipt, as_json: bool) -> None:
     out_console().print(text, markup=False, highlight=False)
 
 
+def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
+    """The server to ask about `run` when `runfold serve` owns the workspace and no run of the
+    ledger matches `run`: a run queued there has no line yet (None: the inbox serves)."""
+    from runfold.cli.remote import server_of
+    from runfold.core.errors import RunfoldError
+
+    remote = server_of(ws)
+    if remote is None:
+        return None
+    try:
+        ws.resolve_run(run)
+    except RunfoldError:
+        return remote
+    remote.close()
+    return None
+
+
+def _through_server(remote: Remote, run: str, type: str, body: dict[str, Any], as_json: bool) -> None:
+    """Steer or cancel `run` through the server's API (a queued run) and report its answer."""
+    try:
+        answer = remote.call("POST", f"/runs/{run}/{type}", body)
+    finally:
+        remote.close()
+    if as_json:
+        echo_json(answer)
+        return
+    rid, state = answer.get("run", run), answer.get("state")
+    if state == "dropped":
+        text = f"run {rid} was queued on the server and is dropped: it never started, nothing was written"
+    elif state == "recorded":
+        text = f"{type} recorded on run {rid} at seq {answer.get('seq')}"
+    else:
+        text = f"{type} handed to run {rid} by the server: it is recorded at the run's next safe point"
+    out_console().print(text, markup=False, highlight=False)
+
+
 def steer_cmd(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="The run to steer: its id or a unique prefix.", metavar="RUN")],
@@ -106,7 +144,8 @@ def steer_cmd(
     The run records it as `steer_received` at its next safe point; it reaches the model with the
     next request that may carry it (after the current tool results, DESIGN.md §6). With --from
     it is a letter from another agent, rendered as `<letter from="@ADDR" ...>`. When no process
-    runs the workspace, nothing is queued: continue the run with your words instead.
+    runs the workspace, nothing is queued: continue the run with your words instead. A run still
+    queued on `runfold serve` cannot be steered until it starts.
 
     \b
     Examples:
@@ -127,6 +166,10 @@ def steer_cmd(
         if problem is not None:
             raise invalid_args("steer the run", f"--from {from_addr}", problem)
     with Workspace.open(workspace) as ws:
+        remote = _server_for_queued(ws, run) if from_addr is None and from_run is None else None
+        if remote is not None:
+            _through_server(remote, run, "steer", {"text": text, "wait": wait}, as_json)
+            return
         source = "user"
         if from_addr is not None:
             sender = ws.resolve_run(from_run) if from_run is not None else None
@@ -193,7 +236,8 @@ def cancel_cmd(
 
     The run records `cancel_received` at its next safe point (an in-flight model call or tool
     wave is stopped; calls that never started get no line) and is frozen as cancelled with a
-    valid history. When no process runs the workspace, nothing is queued.
+    valid history. When no process runs the workspace, nothing is queued. A run waiting in the
+    queue of the `runfold serve` that owns the workspace is dropped there: it never starts.
 
     \b
     Examples:
@@ -204,7 +248,12 @@ def cancel_cmd(
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
-        receipt = ws.send_control(run, "cancel", until_recorded=wait)
+        remote = _server_for_queued(ws, run)
+        if remote is None:
+            receipt = ws.send_control(run, "cancel", until_recorded=wait)
+    if remote is not None:
+        _through_server(remote, run, "cancel", {"wait": wait}, as_json)
+        return
     _report(receipt, as_json)
 
 

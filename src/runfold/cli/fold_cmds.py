@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from runfold.core.fold.why import WhyReport
     from runfold.runtime.window_view import WindowView
 
-RUN_HELP = "The run: its id or a unique prefix, like git. Default: the latest run (`runfold runs` lists it last)."
+RUN_HELP = "The run: its id or a unique prefix, like git. Default: the latest run you started, forked or continued (not a probe question or a delegated child)."
 RunArg = Annotated[
     str | None,
     typer.Argument(help=RUN_HELP, show_default=False, metavar="RUN"),
@@ -300,12 +300,31 @@ def _tokens_text(tokens: dict[str, int] | None) -> str:
     return count(tokens["input"] + tokens["output"])
 
 
+def _queued_on_server(ws: Workspace) -> list[dict[str, str]]:
+    """The runs queued on the `runfold serve` that owns `ws` (`run`, `task`): dispatched, not
+    started, so not in the ledger yet. Empty without a server or when it does not answer."""
+    from runfold.cli.remote import server_of
+    from runfold.core.errors import RunfoldError
+
+    remote = server_of(ws)
+    if remote is None:
+        return []
+    try:
+        runs = remote.call("GET", "/runs")["runs"]
+    except RunfoldError:
+        return []
+    finally:
+        remote.close()
+    return [{"run": str(r["run"]), "task": str(r.get("task", ""))} for r in runs if r.get("state") == "queued"]
+
+
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
     """List the runs: id, status, model, turns, tokens (input+output), cost, task.
 
     Status: done, limit, cancelled (process_died when resume froze it), failed (E_CODE) for a run
-    an error froze, running, `not started` for a fork never run, and `died, not yet resumed` for
-    a run without run_frozen while no live process holds the writer lock.
+    an error froze, running, `not started` for a fork never run, `died, not yet resumed` for
+    a run without run_frozen while no live process holds the writer lock, and `queued` for a run
+    waiting in the queue of the `runfold serve` that owns the workspace (listed last).
 
     Turns, tokens and cost are those `runfold cost` shows: a reply's recorded bill, else its tokens
     priced by config.toml's [prices] or runfold's table; with no usage or no price: `unknown`, never 0.
@@ -316,19 +335,20 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
       runfold runs --json
     """
     from runfold.api import Workspace
-    from runfold.core.fold.runs import short_id, status_text
+    from runfold.core.fold.runs import first_line, short_id, status_text
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         summaries = ws.run_summaries()
+        queued = _queued_on_server(ws)
     if as_json:
-        echo_json([s.to_data() for s in summaries])
+        echo_json([s.to_data() for s in summaries] + [{"run": q["run"], "status": "queued", "task": q["task"]} for q in queued])
         return
     con = out_console()
-    if not summaries:
+    if not summaries and not queued:
         con.print("no runs yet", markup=False)
         return
-    names = short_run_ids([s.run for s in summaries] + [s.origin for s in summaries if s.origin])
+    names = short_run_ids([s.run for s in summaries] + [s.origin for s in summaries if s.origin] + [q["run"] for q in queued])
     rows = [
         (
             short_id(s.run, names),
@@ -341,7 +361,7 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
             s.task_head,
         )
         for s in summaries
-    ]
+    ] + [(short_id(q["run"], names), "queued", "-", "-", "-", "-", "-", first_line(q["task"], 72)) for q in queued]
     header = ("run", "status", "model", "turns", "tokens", "cost", "from", "task")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     for row in [header, *rows]:

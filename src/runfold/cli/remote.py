@@ -148,6 +148,12 @@ def dispatch(remote: Remote, spec: RunSpec) -> str:
     """Send `spec` to the server (a run, a fork that runs, or a successor); returns the run id.
     Raises `E_INVALID_ARGS` for what the server cannot take from the command line (`--record`),
     and the server's error."""
+    return str(dispatch_answer(remote, spec)["run"])
+
+
+def dispatch_answer(remote: Remote, spec: RunSpec) -> dict[str, Any]:
+    """`dispatch`, answered with the server's view of the run (`run`, `state`: `running`, or
+    `queued` past its `--max-runs`)."""
     if spec.record is not None:
         raise RunfoldError(
             ErrorCode.INVALID_ARGS,
@@ -170,7 +176,7 @@ def dispatch(remote: Remote, spec: RunSpec) -> str:
         origin = spec.session.from_
         where = {"run": origin.run, "at_seq": origin.at_seq} if origin is not None else {}
         body["session"] = {"carried": spec.session.carried, **where}
-    return str(remote.call("POST", path, {k: v for k, v in body.items() if v is not None})["run"])
+    return remote.call("POST", path, {k: v for k, v in body.items() if v is not None})
 
 
 def outcome_of(run: str, records: list[Record]) -> RunOutcome:
@@ -204,22 +210,38 @@ def run_remote(ctx: typer.Context, remote: Remote, spec: RunSpec, json: bool, *,
     """Dispatch `spec` to the server and tail it with the live view; Ctrl-C cancels the run on
     the server (a second Ctrl-C stops tailing; the run still freezes there). Exits like a local
     run (see `runfold.cli.foreground.run_live`)."""
-    from runfold.cli.common import err_console, out_console, workspace_flag
+    from runfold.cli.common import EXIT_CANCELLED, err_console, out_console, workspace_flag
     from runfold.cli.foreground import EventPrinter, finish
     from runfold.cli.live import LiveView
 
-    run = dispatch(remote, spec)
+    answer = dispatch_answer(remote, spec)
+    run = str(answer["run"])
     console = err_console() if json or events else out_console()
     view = LiveView(console, fancy=console.is_terminal)
     printer = EventPrinter() if events else None
     with view:
+        if answer.get("state") == "queued":
+            view.note(queued_note(remote, run))
         records = follow(remote, run, view, printer)
     remote.close()
     if records is None:
-        ctx.exit(6)
+        ctx.exit(EXIT_CANCELLED)
+        return
+    if not records:  # dropped from the queue (Ctrl-C) before it started: no line was written
+        err_console().print(f"run {run} was dropped from the server's queue before it started; nothing was written", markup=False)
+        ctx.exit(EXIT_CANCELLED)
         return
     last_safe = [r.seq for r in records if r.env.kind in ("model_returned", "tool_result")]
     finish(ctx, outcome_of(run, records), view, last_safe, None, json, events, workspace_flag(root))
+
+
+def queued_note(remote: Remote, run: str) -> str:
+    """What a person waiting on a queued run is told: how full the server is and what Ctrl-C does."""
+    server = remote.call("GET", "/server")
+    return (
+        f"run {run} is queued: the server runs {server.get('running', '?')} of at most "
+        f"{server.get('max_runs', '?')} at once; it starts when a place frees (Ctrl-C drops it)"
+    )
 
 
 def follow(remote: Remote, run: str, view: LiveView, also: Callable[[Record], None] | None = None) -> list[Record] | None:
@@ -245,4 +267,14 @@ def follow(remote: Remote, run: str, view: LiveView, also: Callable[[Record], No
             remote.call("POST", f"/runs/{run}/cancel", {})
 
 
-__all__ = ["ForkView", "Remote", "dispatch", "follow", "outcome_of", "run_remote", "server_of"]
+__all__ = [
+    "ForkView",
+    "Remote",
+    "dispatch",
+    "dispatch_answer",
+    "follow",
+    "outcome_of",
+    "queued_note",
+    "run_remote",
+    "server_of",
+]

@@ -1,0 +1,93 @@
+"""A run the CLI hands to a full `runfold serve` waits in its queue in plain sight: `runfold run`
+says it is queued and why, `runfold runs` lists it, `steer` names its state, `cancel` (or Ctrl-C
+in the waiting `runfold run`) drops it, and the command ends as a cancelled run that never
+started — no line written, no next steps for a run that does not exist."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from srv_support import Server, env, make_workspace, start_server, ten_turns, wait_state
+
+
+def cli(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runfold", *args, "-w", str(root)],
+        cwd=root, env=env(), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def full(tmp_path: Path):
+    """A server with one place, taken by a slow run; yields (server, slow script)."""
+    root = make_workspace(tmp_path / "ws")
+    srv = start_server(root, "--max-runs", "1")
+    slow = ten_turns(tmp_path / "slow.jsonl", delay_ms=2000)
+    with srv.client() as c:
+        busy = c.post("/runs", json={"task": "busy", "model": f"script:{slow}"}).json()["run"]
+        wait_state(c, busy, ("running",))
+    yield srv, slow
+    with srv.client() as c:
+        c.post(f"/runs/{busy}/cancel", json={})
+    srv.stop()
+
+
+def queued_run(srv: Server, task: str, proc: subprocess.Popen[str]) -> str:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        with srv.client() as c:
+            for r in c.get("/runs").json()["runs"]:
+                if r["task"] == task and r["state"] == "queued":
+                    return str(r["run"])
+        time.sleep(0.1)
+    raise AssertionError("the run never showed as queued")
+
+
+def start_run(srv: Server, task: str, script: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runfold", "run", task, "--model", f"script:{script}", "-w", str(srv.root)],
+        cwd=srv.root, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_a_queued_run_is_listed_steer_names_its_state_and_cancel_drops_it(full: tuple[Server, Path]) -> None:
+    srv, slow = full
+    proc = start_run(srv, "waits its turn", slow)
+    run = queued_run(srv, "waits its turn", proc)
+    listed = cli(srv.root, "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {"run": run, "status": "queued", "task": "waits its turn"} in json.loads(listed.stdout)
+    table = cli(srv.root, "runs")
+    assert any(line.split()[1:2] == ["queued"] and line.endswith("waits its turn") for line in table.stdout.splitlines())
+    steer = cli(srv.root, "steer", run[:13], "hurry")
+    assert steer.returncode != 0 and "queued" in steer.stderr and "no run id starts with" not in steer.stderr
+    cancel = cli(srv.root, "cancel", run[:13])
+    assert cancel.returncode == 0, cancel.stderr
+    assert f"run {run} was queued on the server and is dropped" in cancel.stdout
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 6, out + err
+    assert f"run {run} is queued: the server runs 1 of at most 1 at once" in out
+    assert "dropped from the server's queue before it started; nothing was written" in err
+    assert "runfold log --run" not in out + err  # no next steps for a run with no line
+    lines = srv.root.joinpath(".runfold", "ledger")
+    assert run not in "".join(p.read_text() for p in lines.glob("*.jsonl"))
+
+
+def test_ctrl_c_while_queued_drops_the_run(full: tuple[Server, Path]) -> None:
+    srv, slow = full
+    proc = start_run(srv, "changes its mind", slow)
+    run = queued_run(srv, "changes its mind", proc)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 6, out + err
+    assert "dropped from the server's queue before it started" in err
+    with srv.client() as c:
+        assert c.get(f"/runs/{run}").json()["run"]["state"] == "dropped"
