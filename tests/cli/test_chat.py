@@ -163,6 +163,17 @@ def test_piped_lines_are_messages_and_a_second_session_carries_the_room_on(tmp_p
     assert [line for line in lines if line["kind"] == "run_started"][-1]["data"]["opening"] == "with_person"
 
 
+def test_a_failed_turn_shows_its_error_the_session_goes_on_and_the_exit_code_says_so(tmp_path: Path) -> None:
+    root = Workspace.init(tmp_path / "ws").root
+    script = write_script(tmp_path / "s.jsonl", [say("one")])  # a second turn finds the script used up
+    proc = chat(root, script, "first words\nsecond words\n/runs\n")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "you> second words" in proc.stdout and "session ended: 2 run(s)" in proc.stdout
+    assert "1 turn(s) of the session failed" in proc.stderr and "E_" in proc.stderr
+    clean = chat(root, write_script(tmp_path / "ok.jsonl", [say("fine")]), "third words\n")
+    assert clean.returncode == 0, clean.stderr
+
+
 def test_chat_goes_through_the_server_that_owns_the_workspace(tmp_path: Path) -> None:
     from server.srv_support import make_workspace, start_server
 

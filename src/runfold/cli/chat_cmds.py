@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runfold.cli.common import EXIT_CODES_HELP, WorkspaceOption, err_console, out_console
+from runfold.cli.common import EXIT_CODES_HELP, EXIT_ERROR, WorkspaceOption, err_console, out_console
 from runfold.cli.live import LiveView
 from runfold.core.errors import RunfoldError
 
@@ -85,7 +85,7 @@ class ChatSession:
     (built once; a SPEC or None when `remote`, the `runfold serve` owning the workspace, runs
     the turns), the `current` run the next message continues (None: the next message starts the room's
     first run), `opening`: the `session_opened` payload the session's first run writes (None once
-    written), and the runs it made."""
+    written), the runs it made and how many turns `failed` (refused, or frozen by an error)."""
 
     root: Path
     room: str | None
@@ -94,6 +94,7 @@ class ChatSession:
     opening: SessionOpened | None
     remote: Remote | None = None
     runs: list[str] = field(default_factory=list)
+    failed: int = 0
 
     def spec(self, text: str) -> RunSpec:
         """The run of the person's message `text`."""
@@ -159,6 +160,7 @@ def _turn(session: ChatSession, text: str, runner: asyncio.Runner, console: Cons
             outcome = runner.run(foreground._drive(ws, session.spec(text), view, hooks))
     except RunfoldError as err:  # refused before the run started: the session goes on
         err_console().print(err.display(), markup=False)
+        session.failed += 1
         return
     finally:
         ws.close()
@@ -174,6 +176,7 @@ def _remote_turn(session: ChatSession, remote: Remote, text: str, console: Conso
         answer = dispatch_answer(remote, session.spec(text))
     except RunfoldError as err:
         err_console().print(err.display(), markup=False)
+        session.failed += 1
         return None
     run = str(answer["run"])
     view = ChatView(console, fancy=console.is_terminal)
@@ -200,6 +203,7 @@ def _ended(session: ChatSession, outcome: RunOutcome, console: Console) -> None:
     session.runs.append(outcome.run_id)
     if outcome.error is not None:
         err_console().print(outcome.error.display(), markup=False)
+        session.failed += 1
     elif outcome.completion == "cancelled":
         console.print(
             f"(turn cancelled: run {outcome.run_id[:8]} frozen as cancelled; your next message continues it)",
@@ -334,7 +338,8 @@ def chat_cmd(
     words; every later one is a successor of the run before. The model's text streams as it
     arrives. Inside: /fork [SEQ], /why, /cost, /runs, /help, /exit. Ctrl-C cancels the turn in
     flight (the session goes on), Ctrl-D ends the session. With stdin not a terminal, each line
-    of stdin is one message and the session ends at its end.
+    of stdin is one message and the session ends at its end. Exits 3 when a turn failed (refused,
+    or frozen by an error; the session went on after it), else 0.
 
     \b
     Examples:
@@ -400,6 +405,9 @@ def chat_cmd(
                 runner.run(provider.aclose())
     if session.runs:
         console.print(f"session ended: {len(session.runs)} run(s), the last {session.runs[-1]}", markup=False)
+    if session.failed:
+        err_console().print(f"{session.failed} turn(s) of the session failed (each error is shown above)", markup=False)
+        raise typer.Exit(EXIT_ERROR)
 
 
 def register(app: typer.Typer) -> None:
