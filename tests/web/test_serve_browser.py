@@ -239,3 +239,26 @@ def test_with_a_token_the_pages_ask_for_it_under_serve(tmp_path: Path) -> None:
     finally:
         err = server.stop()
     assert server.token not in said + err
+
+
+def test_the_api_docs_render_offline_from_the_server_alone(browser: Any, served: tuple[Server, str]) -> None:
+    """`/api/docs` draws every route with Swagger UI served by runfold itself: every request to
+    another host is refused, and the page still lists the API's operations."""
+    server, _run = served
+    page = _page(browser)
+    elsewhere: list[str] = []
+
+    def only_the_server(route: Any) -> None:
+        if route.request.url.startswith(server.url):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_the_server)
+    page.goto(f"{server.url}/api/docs")
+    page.wait_for_selector(".opblock-summary-path", timeout=60_000)
+    paths = set(page.locator(".opblock-summary-path").all_inner_texts())
+    assert {"/api/runs", "/api/runs/{run}/events", "/api/verify"} <= {p.replace("\u200b", "") for p in paths}
+    assert elsewhere == []
+    page.close()

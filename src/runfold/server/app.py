@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -316,13 +317,16 @@ def build_app(
     bytes is answered 413 in runfold's error shape before any route acts on it."""
     if max_body < 1:
         raise invalid_args("serve the API", f"--max-body {max_body}", "give a body ceiling of at least 1 byte")
-    app = FastAPI(
+    # the docs page's Swagger UI is served from the package, never a CDN: it works offline
+    app = FastAPIOffline(
         title="runfold",
         version=__version__,
         description="One owner of a workspace's ledger hosting many agent runs.",
         openapi_url=f"{API}/openapi.json",
         docs_url=f"{API}/docs",
         redoc_url=None,
+        static_url=f"{API}/docs/static",
+        swagger_ui_oauth2_redirect_url=f"{API}/docs/oauth2-redirect",
     )
     def auth(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]) -> None:
         if token is None:
