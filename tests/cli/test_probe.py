@@ -75,7 +75,7 @@ def test_continue_with_a_probe_records_what_was_kept_and_lost(tmp_path: Path) ->
     probe.write_text(json.dumps(PROBE), encoding="utf-8")
     proc = runfold(root, "continue", predecessor, "--task", "go on", "--model", f"script:{script}", "--probe", str(probe))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "probe garden-facts v2 (eval_run, seq" in proc.stdout and "kept 2 of 4, lost 1:" in proc.stdout
+    assert "probe garden-facts v2 (eval_run, seq" in proc.stdout and "kept 2 of 3 judged (1 of 4 not known before, not judged), lost 1:" in proc.stdout
     assert "lost #1 'Which bed gets the basil?'" in proc.stdout
     lines = lines_of(root)
     starts = [line for line in lines if line["kind"] == "run_started"]
@@ -148,6 +148,35 @@ def test_probing_a_run_that_continues_none_is_refused(tmp_path: Path) -> None:
     assert runfold(root, "run", "hello", "--model", f"script:{first}").returncode == 0
     with Workspace.open(root) as ws, pytest.raises(RunfoldError, match="continues none"):
         asyncio.run(ws.aprobe(parse_probe(b'{"probe": "p", "questions": ["q"]}', "p"), ws.latest_run(), model=f"script:{first}"))
+
+
+def test_the_json_summary_carries_the_probe_and_a_served_workspace_refuses_it_first(tmp_path: Path) -> None:
+    root = Workspace.init(tmp_path / "ws").root
+    first = write_jsonl(tmp_path / "first.jsonl", [say("The code word is tulip.")])
+    assert runfold(root, "run", "Remember the code word tulip.", "--model", f"script:{first}").returncode == 0
+    predecessor = lines_of(root)[1]["run"]
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps({"probe": "words", "version": 1, "questions": [
+        {"ask": "The code word?", "expect": "tulip"}, {"ask": "The colour?", "expect": "red"}]}))  # fmt: skip
+    script = write_jsonl(tmp_path / "next.jsonl", [say("On it."), say("tulip"), say("no idea"), say("rose"), say("no idea")])
+    proc = runfold(root, "continue", predecessor, "--model", f"script:{script}", "--probe", str(probe), "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["probe"] == {"name": "words", "version": 1, "seq": lines_of(root)[-1]["seq"], "asked": 2, "judged": 1, "kept": 0, "lost": [0]}
+    # with a server owning the workspace the probe is refused before anything is said or run
+    from server.srv_support import start_server
+
+    srv = start_server(root)
+    try:
+        before = len(lines_of(root))
+        again = runfold(root, "continue", predecessor, "--model", f"script:{script}", "--probe", str(probe))
+        assert again.returncode == 2, again.stdout + again.stderr
+        assert "stop `runfold serve`" in again.stderr and "already continued" not in again.stdout + again.stderr
+        with srv.client() as c:
+            assert not [r for r in c.get("/runs").json()["runs"] if r["state"] in ("queued", "running")], c.get("/runs").json()
+        assert len(lines_of(root)) == before
+    finally:
+        srv.stop()
 
 
 answers = st.text(alphabet="abcXYZ .!", max_size=12)

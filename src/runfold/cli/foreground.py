@@ -286,6 +286,7 @@ def finish(
                 "error": error_object(outcome.error) if outcome.error is not None else None,
                 "recorded": str(record) if record is not None else None,
                 "next": nexts,
+                **view.extra,
             }
         )
     else:

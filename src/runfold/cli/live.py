@@ -62,6 +62,8 @@ class LiveView:
         self.model = ""
         self.last_reply = ""
         """The text of the latest model reply, whole (the live lines show only its head)."""
+        self.extra: dict[str, Any] = {}
+        """Fields a step after the run (e.g. the handoff probe) adds to the `--json` summary."""
         self.turns = 0
         self.attempts = 0
         self.tool_calls = 0

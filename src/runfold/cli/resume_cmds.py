@@ -208,8 +208,10 @@ def continue_cmd(
     RUN omitted: the latest run (`runfold run -c` does the same).
     --probe FILE checks the handoff: each question of the probe is asked of RUN's last state and
     of the successor's (one-turn forks without tools, by the successor's model), and eval_run on
-    the successor records the answers, how many were kept and which were lost. A probe file:
+    the successor records the answers, how many were kept and which were lost (a question with
+    `expect` the predecessor could not answer is not judged). A probe file:
     {"probe": "NAME", "version": 1, "questions": [{"ask": "...", "expect": "..."}, "..."]}.
+    The probe writes the ledger itself: it is refused while `runfold serve` owns the workspace.
 
     \b
     Examples:
@@ -230,6 +232,9 @@ def continue_cmd(
     except BaseException:
         ws.close()
         raise
+    after = None
+    if probe is not None:  # a probe that cannot be asked refuses the continue before anything is said
+        spec, after = _with_probe(ws, spec, probe)
     earlier = [s.run for s in ws.run_summaries() if s.predecessor == rid]
     if earlier:
         (err_console() if json else out_console()).print(
@@ -238,9 +243,6 @@ def continue_cmd(
         )
     from runfold.cli.foreground import run_live
 
-    after = None
-    if probe is not None:
-        spec, after = _with_probe(ws, spec, probe)
     run_live(ctx, ws, replace(spec, continues=rid), json, events=events, after=after)
 
 
@@ -257,8 +259,8 @@ def _with_probe(ws: Workspace, spec: RunSpec, path: Path) -> tuple[RunSpec, Call
             raise invalid_args(
                 "probe the handoff",
                 "--probe",
-                "the probe needs the workspace's writer: stop `runfold serve`, or continue without --probe "
-                "and probe the successor from Python (Workspace.aprobe)",
+                "the probe writes the ledger itself: stop `runfold serve` (Ctrl-C) and run this again, or "
+                "continue without --probe (the server runs the successor)",
             )
         try:
             raw = path.read_bytes()
@@ -280,9 +282,17 @@ def _with_probe(ws: Workspace, spec: RunSpec, path: Path) -> tuple[RunSpec, Call
                 await provider.aclose()
         data = line.env.data
         lost = [int(i) for i in data.get("lost", [])]
+        kept = int(data.get("kept", 0))
+        asked = len(probe.questions)
+        judged = kept + len(lost)  # a question the predecessor could not answer is not judged
+        view.extra["probe"] = {
+            "name": probe.name, "version": probe.version, "seq": line.seq,
+            "asked": asked, "judged": judged, "kept": kept, "lost": lost,
+        }  # fmt: skip
         view.note(
-            f"probe {probe.name} v{probe.version} (eval_run, seq {line.seq}): kept {data.get('kept')} of "
-            f"{len(probe.questions)}" + (f", lost {len(lost)}:" if lost else "")
+            f"probe {probe.name} v{probe.version} (eval_run, seq {line.seq}): kept {kept} of {judged} judged"
+            + (f" ({asked - judged} of {asked} not known before, not judged)" if judged < asked else "")
+            + (f", lost {len(lost)}:" if lost else "")
         )
         for i in lost:
             view.note(
