@@ -78,3 +78,13 @@ def test_rich_live_on_a_terminal_keeps_the_log_lines(tmp_path: Path) -> None:
     run_with_view(tmp_path, view)
     text = buf.getvalue()
     assert "→ read_file" in text and "turn 2 · reply" in text
+
+
+def test_a_call_line_has_single_spaces_with_or_without_a_subject() -> None:
+    buf = io.StringIO()
+    view = LiveView(Console(file=buf, width=200, force_terminal=False), fancy=False)
+    view._on_tool_called(None, {"name": "wait_for_reply", "effect": "write"})  # type: ignore[arg-type]
+    view._on_tool_called(None, {"name": "write_file", "subject": "a.md", "effect": "write"})  # type: ignore[arg-type]
+    view._on_tool_called(None, {"name": "list_dir", "subject": ".", "effect": "read"})  # type: ignore[arg-type]
+    shown = [line.split("] ", 1)[1] for line in buf.getvalue().splitlines()]
+    assert shown == ["  → wait_for_reply (writes)", '  → write_file "a.md" (writes)', '  → list_dir "."']

@@ -243,8 +243,8 @@ class LiveView:
         self.tool_calls += 1
         subject = _str(data, "subject")
         effect = _str(data, "effect")
-        extra = " (writes)" if effect == "write" else ""
-        self.line(f"  → {_str(data, 'name')} {head(subject, 80) if subject else ''}{extra}".rstrip())
+        parts = [_str(data, "name"), head(subject, 80) if subject else "", "(writes)" if effect == "write" else ""]
+        self.line("  → " + " ".join(p for p in parts if p))
 
     def _on_tool_result(self, record: Record, data: dict[str, Any]) -> None:
         took = _int(data, "took_us")
