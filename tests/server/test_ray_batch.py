@@ -213,3 +213,28 @@ def test_a_workspace_another_process_writes_is_one_clear_error_from_the_actor(cl
         finally:
             runner.stop()
     assert held.value.code is ErrorCode.LEDGER_HELD and str(os.getpid()) in str(held.value)
+
+
+def test_ctrl_c_stops_a_batch_as_cancelled_with_every_run_frozen(tmp_path: Path) -> None:
+    import subprocess
+
+    root = Workspace.init(tmp_path / "ws").root
+    tasks = tasks_file(tmp_path, 4, script(tmp_path, delay_ms=1500, turns=20))
+    env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runfold", "batch", str(tasks), "--ray", "local", "-w", str(root)],
+        cwd=tmp_path, env={**env, "NO_COLOR": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not started_counts(root):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.5)
+    assert started_counts(root), "no run started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 6, out + err
+    assert "batch interrupted after 0 of 4 tasks" in err and "Traceback" not in err
+    with Workspace.open(root) as ws:
+        frozen = {r.env.run for r in ws.records(kind=Kind.RUN_FROZEN.value)}
+        assert set(started_counts(root)) <= frozen  # nothing left running
+        assert ws.verify().lines > 0

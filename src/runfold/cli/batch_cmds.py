@@ -124,6 +124,13 @@ def batch_cmd(
     try:
         runner.claim()
         report = runner.run(tasks)
+    except KeyboardInterrupt:
+        err_console().print(
+            f"batch interrupted after {runner.done} of {len(tasks)} tasks: the owners freeze their running runs "
+            "as cancelled; `runfold runs` lists every run (with --workers N, in each shard: -w .runfold/shards/K)",
+            markup=False,
+        )
+        raise typer.Exit(EXIT_CANCELLED) from None
     finally:
         runner.stop()
     check = audit(report)
@@ -135,8 +142,9 @@ def batch_cmd(
         s = data["summary"]
         outcomes = ", ".join(f"{n} {k}" for k, n in s["outcomes"].items())
         con.print(
-            f"{s['tasks']} tasks, {s['runs']} runs on {s['workers']} worker(s) in {s['seconds']} s "
-            f"({s['runs_per_s']} runs/s): {outcomes}; lost {s['lost']}, continued {s['continued']}",
+            f"{s['tasks']} tasks, {s['runs']} runs on {s['workers']} worker(s) in {s['seconds']} s from the "
+            f"first dispatch ({s['runs_per_s']} runs/s; the cluster's start-up not counted): {outcomes}; "
+            f"lost {s['lost']}, continued {s['continued']}",
             markup=False,
         )
         ok = not (check["started_twice"] or check["not_frozen"] or check["missing"])

@@ -404,6 +404,11 @@ class BatchRunner:
     def run(self, tasks: list[BatchTask]) -> BatchReport:
         return asyncio.run(self.arun(tasks))
 
+    @property
+    def done(self) -> int:
+        """Tasks whose outcome is known so far."""
+        return self._done
+
     def stop(self) -> None:
         """Stop every owner actor (its running runs are frozen as cancelled, its writer closed)."""
         ray = ray_module()
