@@ -131,6 +131,14 @@ def test_runs_and_tree(built: tuple[Path, dict[str, str]]) -> None:
     tj = json.loads(run_cli("tree", "--json", cwd=root).out)
     root_a = next(n for n in tj if n["run"] == names["A"])
     assert [c["run"] for c in root_a["children"]] == [plan.new_run]
+    # one run's subtree: the run and what came from it, nothing else
+    sub = run_cli("tree", names["A"], cwd=root)
+    assert sub.code == 0, sub.err
+    shown = sub.out.splitlines()
+    assert len(shown) == 2 and names["A"].startswith(shown[0].split()[0]) and shown[1].startswith("└─ fork@")
+    leaf = json.loads(run_cli("tree", plan.new_run, "--json", cwd=root).out)
+    assert [n["run"] for n in leaf] == [plan.new_run] and leaf[0]["children"] == []
+    assert run_cli("tree", "ffff", cwd=root).code == 2
 
 
 def test_why(foreign: Path) -> None:

@@ -369,20 +369,42 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
         con.print("  ".join([*cells, row[-1]]).rstrip(), markup=False)
 
 
-def tree_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
+def tree_cmd(
+    ctx: typer.Context,
+    run: Annotated[
+        str | None,
+        typer.Argument(help="Show only this run and the runs that came from it (id or unique prefix).", metavar="[RUN]"),
+    ] = None,
+    workspace: WorkspaceOption = None,
+    json: JsonOption = False,
+) -> None:
     """Show the runs as a tree: forks (with the seq they were cut at), delegations and successors.
 
     \b
     Examples:
       runfold tree
+      runfold tree 0198f6a2
       runfold tree --json
     """
     from runfold.api import Workspace
-    from runfold.core.fold.runs import render_tree
+    from runfold.core.fold.runs import TreeNode, render_tree
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
+        rid = ws.resolve_run(run) if run is not None else None
         roots = ws.run_tree()
+    if rid is not None:
+
+        def find(nodes: list[TreeNode]) -> list[TreeNode]:
+            for node in nodes:
+                if node.summary.run == rid:
+                    return [node]
+                below = find(node.children)
+                if below:
+                    return below
+            return []
+
+        roots = find(roots)
     if as_json:
         echo_json([r.to_data() for r in roots])
         return
