@@ -58,3 +58,29 @@ def test_the_token_is_private_required_and_never_logged(tmp_path: Path) -> None:
     finally:
         log = srv.stop()
     assert srv.token not in log and srv.token[:-1] + "x" not in log
+
+
+def test_a_wildcard_address_is_reached_by_loopback_here_and_announced_by_host_name(tmp_path: Path) -> None:
+    import socket
+
+    from runfold.server.process import server_urls
+
+    assert server_urls("0.0.0.0", 80) == ("http://127.0.0.1:80", f"http://{socket.gethostname()}:80")
+    assert server_urls("::", 80) == ("http://[::1]:80", f"http://{socket.gethostname()}:80")
+    assert server_urls("127.0.0.1", 80) == ("http://127.0.0.1:80", "http://127.0.0.1:80")
+    assert server_urls("::1", 80) == ("http://[::1]:80", "http://[::1]:80")
+    root = make_workspace(tmp_path / "ws")
+    srv = start_server(root, "--host", "0.0.0.0", token=True)
+    try:
+        assert srv.url.startswith("http://127.0.0.1:")  # what clients on this machine use (serve.json)
+        with srv.client(token=srv.token) as c:
+            assert c.get("/server").status_code == 200
+        status = subprocess.run(
+            [sys.executable, "-m", "runfold", "runs", "-w", str(root)], cwd=root, env=env(), capture_output=True, text=True, timeout=120
+        )
+        assert status.returncode == 0, status.stderr
+    finally:
+        log = srv.stop()
+    port = srv.url.rsplit(":", 1)[1]
+    assert f"web page: http://{socket.gethostname()}:{port}/ (one-time login link: http://{socket.gethostname()}:{port}/login?code=" in log
+    assert "0.0.0.0" not in log

@@ -163,8 +163,7 @@ async def serve(
     try:
         sock = bind(opts.host, opts.port)
         port = sock.getsockname()[1]
-        shown = f"[{opts.host}]" if ":" in opts.host else opts.host
-        url = f"http://{shown}:{port}"
+        url, public = server_urls(opts.host, port)
         app = build_app(owner, token, routers=routers, max_body=opts.max_body)  # type: ignore[arg-type]
         pages = mount_pages(app, owner, token=token, host=opts.host, loopback=is_loopback(opts.host), api_prefix=API)
         config = uvicorn.Config(
@@ -183,15 +182,32 @@ async def serve(
         if owner.recovered:
             announce(f"{len(owner.recovered)} queued run(s) from the previous server queued again")
         auth = f"bearer token in {tfile}" if tfile else "no token (loopback only)"
-        announce(f"runfold serve: {url}/api (docs {url}/api/docs) · workspace {ws_root} · {auth} · max {owner.max_runs} runs at once")
-        login = f" (one-time login link: {url}/login?code={pages.login_code})" if pages.login_code else ""
-        announce(f"web page: {url}/{login}")
+        announce(f"runfold serve: {public}/api (docs {public}/api/docs) · workspace {ws_root} · {auth} · max {owner.max_runs} runs at once")
+        login = f" (one-time login link: {public}/login?code={pages.login_code})" if pages.login_code else ""
+        announce(f"web page: {public}/{login}")
         await server.serve(sockets=[sock])
     finally:
         with contextlib.suppress(Exception):
             remove_info(ws_root, os.getpid())
         await owner.stop()
     return owner
+
+
+WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}
+"""Addresses that listen on every interface, and the loopback address this machine's clients use."""
+
+
+def server_urls(host: str, port: int) -> tuple[str, str]:
+    """The server's URL for clients on this machine (what serve.json records) and the one it
+    announces to people: the same, except for a wildcard address (`0.0.0.0`, `::`), reached here
+    through loopback and announced by this machine's host name (a `0.0.0.0` link opens nothing)."""
+
+    def url(name: str) -> str:
+        return f"http://[{name}]:{port}" if ":" in name else f"http://{name}:{port}"
+
+    if host in WILDCARDS:
+        return url(WILDCARDS[host]), url(socket.gethostname())
+    return url(host), url(host)
 
 
 def run_server(ws_root: Path, opts: ServeOptions) -> None:
