@@ -399,3 +399,17 @@ def test_replay_of_an_empty_ledger_says_start_a_run(ws: Path) -> None:
 def test_help_documents_the_exit_codes(ws: Path) -> None:
     out = run_cli("run", "--help", cwd=ws).out
     assert "5 limit" in out and "6 cancelled" in out and "Ctrl-C" in out
+
+
+@pytest.mark.parametrize("linked", ["lab", "lab/inner"])
+def test_a_room_that_is_or_sits_under_a_symlink_is_refused_and_nothing_is_made(ws: Path, tmp_path: Path, linked: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / "lab").symlink_to(outside, target_is_directory=True)
+    before = (ws / ".runfold" / "ledger").joinpath("ledger-00000000000000000000.jsonl").read_bytes()
+    spec = script(ws, call("w", "write_file", {"path": "a.txt", "content": "x"}), text("done"))
+    res = run_cli("run", "write a.txt", "--room", linked, "--model", spec, "-w", ws, cwd=ws)
+    assert res.code == 3, res.out + res.err
+    assert "E_OUTSIDE_WRITE_DOMAIN: cannot open the room" in res.err and "`lab` is a symbolic link" in res.err
+    assert list(outside.iterdir()) == []  # no room made through the link, no file written there
+    assert (ws / ".runfold" / "ledger").joinpath("ledger-00000000000000000000.jsonl").read_bytes() == before

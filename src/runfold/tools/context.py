@@ -140,7 +140,26 @@ class ToolContext:
         return f"the room `{self.room}`" if self.room else "the workspace root"
 
     def ensure_room(self) -> Path:
-        """Create the room directory if missing and return it (it is inside the write domain)."""
+        """Create the room directory if missing and return it (it is inside the write domain).
+        Raises `E_OUTSIDE_WRITE_DOMAIN`, creating nothing, when the room's directory or one above
+        it (below the workspace) is a symbolic link: the run would work wherever the link points
+        (DESIGN.md §9)."""
+        place = self.workspace
+        for segment in self.room.split("/") if self.room else ():
+            place = place / segment
+            if place.is_symlink():
+                raise RunfoldError(
+                    ErrorCode.OUTSIDE_WRITE_DOMAIN,
+                    "open the room",
+                    f"room {self.room}",
+                    f"`{place.relative_to(self.workspace).as_posix()}` is a symbolic link (to "
+                    f"{os.readlink(place)}): make the room a real directory of the workspace, or give another room",
+                    gate=Gate(
+                        self._write_rule(),
+                        f"{place.relative_to(self.workspace).as_posix()} is a symbolic link",
+                        "a room that is a real directory",
+                    ),
+                )
         self.room_dir.mkdir(parents=True, exist_ok=True)
         return self.room_dir
 
