@@ -74,3 +74,57 @@ def test_a_delegation_round_trips_and_bad_shapes_are_refused() -> None:
             Delegated.from_data(bad)
     with pytest.raises(RunfoldError):
         RunSpec("t", agents="yes")  # type: ignore[arg-type]
+
+
+def test_a_childs_dispatch_request_carries_every_spec_field_the_owner_reads() -> None:
+    """What a serving owner queues for a delegated child rebuilds the child's spec: approvals
+    included (a child inherits its parent's policies)."""
+    from runfold.server.dispatch import request_of
+    from runfold.server.owner import SPEC_FIELDS, spec_of
+
+    child = RunSpec(
+        "check the tests", "they pass", "script:/x.jsonl", "lab", 3, builtin_tools=["read_file"],
+        system="be brief", run_id="0198f6a2-7c4a-7bbb-9d1e-00000000000a", approvals={"write": "deny", "exec": "ask"},
+        agents=True, delegated=Delegated("0198f6a2-7c4a-7bbb-9d1e-00000000000b", "@lab", False),
+    )  # fmt: skip
+    request = request_of(child)
+    assert set(SPEC_FIELDS) <= set(request)
+    again = spec_of(request, "0198f6a2-7c4a-7bbb-9d1e-00000000000a")
+    for name in SPEC_FIELDS:
+        want, got = getattr(child, name), getattr(again, name)
+        assert (list(got) if isinstance(got, tuple | list) else got) == (list(want) if isinstance(want, tuple | list) else want), name
+    assert again.delegated == child.delegated
+
+
+def test_a_child_whose_parent_is_cancelled_during_its_dispatch_never_starts() -> None:
+    """In-process dispatch waits for the child's first line; a cancel of the delegating run in
+    that wait cancels the child's task too (the cascade cannot know a child without a line)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from runfold.runtime.delegation import InProcess
+
+    began, finished = asyncio.Event(), []
+
+    async def start(spec: RunSpec) -> None:
+        began.set()
+        try:
+            await asyncio.sleep(60)  # a child slow to write its first line
+        finally:
+            finished.append(spec.run_id)
+
+    desk = SimpleNamespace(ledger=SimpleNamespace(run_records=lambda run, limit=None: []))
+    dispatcher = InProcess(desk, start)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        spec = RunSpec("child", run_id="0198f6a2-7c4a-7bbb-9d1e-00000000000c")
+        parent = asyncio.create_task(dispatcher.dispatch(spec))
+        await began.wait()
+        parent.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await parent
+        await asyncio.sleep(0.05)
+        assert not dispatcher.tasks  # the child's task ended
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert finished == ["0198f6a2-7c4a-7bbb-9d1e-00000000000c"]

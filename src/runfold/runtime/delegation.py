@@ -319,7 +319,13 @@ class Seat:
             desk.detached.add(child)
         try:
             await me.dispatcher.dispatch(child_spec)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and not detach:
+                # the parent was cancelled while its child was dispatched: the child may already
+                # be accepted, and the cascade does not know it yet, so it is cancelled here
+                source = Letter(_sender(me.room), self.run, "steer", "cancelled").recorded()
+                with contextlib.suppress(RunfoldError, OSError):
+                    me.dispatcher.cancel(child, source)
             desk._pending_parent.pop(child, None)
             desk.detached.discard(child)
             raise
@@ -412,8 +418,12 @@ class InProcess:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         assert spec.run_id is not None
-        while not task.done() and not self.desk.ledger.run_records(spec.run_id, limit=1):
-            await asyncio.sleep(0.005)
+        try:
+            while not task.done() and not self.desk.ledger.run_records(spec.run_id, limit=1):
+                await asyncio.sleep(0.005)
+        except asyncio.CancelledError:
+            task.cancel()  # the delegating run was cancelled before its child began: it never starts
+            raise
         if task.done() and not task.cancelled() and task.exception() is not None:
             if not self.desk.ledger.run_records(spec.run_id, limit=1):
                 raise task.exception()  # type: ignore[misc]

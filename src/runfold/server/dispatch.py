@@ -27,6 +27,7 @@ def request_of(spec: RunSpec) -> dict[str, Any]:
         ),
         "system": spec.system,
         "agents": spec.agents,
+        "approvals": dict(spec.approvals) if spec.approvals is not None else None,
     }
     if spec.delegated is not None:
         out["delegated"] = spec.delegated.to_data()
