@@ -49,6 +49,14 @@ def ten_turns(path: Path, delay_ms: int = 0) -> Path:
     return write_script(path, entries)
 
 
+def cli(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`runfold ARGS -w ROOT` in a real process from ROOT; its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "runfold", *args, "-w", str(root)],
+        cwd=root, env=env(), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
 def make_workspace(root: Path) -> Path:
     Workspace.init(root)
     for i in range(9):

@@ -12,14 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from srv_support import Server, env, make_workspace, start_server, ten_turns, wait_state
-
-
-def cli(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runfold", *args, "-w", str(root)],
-        cwd=root, env=env(), capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+from srv_support import Server, cli, env, make_workspace, start_server, ten_turns, wait_state
 
 
 @pytest.fixture

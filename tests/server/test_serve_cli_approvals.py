@@ -11,14 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from srv_support import Server, env, make_workspace, start_server
-
-
-def cli(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runfold", *args, "-w", str(root)],
-        cwd=root, env=env(), capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+from srv_support import Server, cli, env, make_workspace, start_server
 
 
 def write_then_answer(path: Path) -> Path:
