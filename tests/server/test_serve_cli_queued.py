@@ -21,7 +21,7 @@ def full(tmp_path: Path):
     """A server with one place, taken by a slow run; yields (server, slow script)."""
     root = make_workspace(tmp_path / "ws")
     srv = start_server(root, "--max-runs", "1")
-    slow = ten_turns(tmp_path / "slow.jsonl", delay_ms=2000)
+    slow = ten_turns(tmp_path / "slow.jsonl", delay_ms=30_000)  # holds the one place for the whole test
     with srv.client() as c:
         busy = c.post("/runs", json={"task": "busy", "model": f"script:{slow}"}).json()["run"]
         wait_state(c, busy, ("running",))
