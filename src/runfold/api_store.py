@@ -74,6 +74,36 @@ class WorkspaceStore:
 
         return None if self._bare else find_server(self._root)
 
+    def queued_runs(self) -> list[tuple[str, str]]:
+        """The runs dispatched to `runfold serve` that wait in this workspace's durable queue,
+        as (run id, task) in dispatch order: with no server up, they start when the next one
+        does (a server that is up may be starting some of them now)."""
+        from runfold.store.serving import queue_items
+
+        return [(run, str((request or {}).get("task", ""))) for run, request in queue_items(self._root)]
+
+    def drop_queued(self, run: str) -> str:
+        """Drop the queued dispatch whose run id starts with `run` (hyphens optional), so the
+        next `runfold serve` never starts it; returns the run id. Done under the writer lock, so
+        a server cannot be taking it at the same moment. Raises `E_PATH_NOT_FOUND` when no queued
+        run matches, `E_INVALID_ARGS` when several do, `E_LEDGER_HELD` when a process (a server)
+        holds the writer: cancel through it instead."""
+        from runfold.core.errors import ErrorCode, Retry, RunfoldError
+        from runfold.store.serving import queue_drop
+
+        key = run.strip().lower().replace("-", "")
+        matches = [r for r, _task in self.queued_runs() if key and r.replace("-", "").startswith(key)]
+        if not matches:
+            raise RunfoldError(
+                ErrorCode.PATH_NOT_FOUND, "drop the queued run", f"run {run!r}", "no queued run id starts with that",
+                retry=Retry.NO,
+            )  # fmt: skip
+        if len(matches) > 1:
+            raise invalid_args("drop the queued run", f"run {run!r}", "give more characters: " + ", ".join(matches))
+        with self.writer(resume=False):
+            queue_drop(self._root, matches[0])
+        return matches[0]
+
     def migrate(self, to: str | None = None, to_file: Path | None = None, *, use: bool = False) -> MigrateReport:
         """Copy this ledger byte for byte into another store (DESIGN.md §3): `to` a
         `postgresql://…?workspace=NAME` URL (its workspace must hold no line; one transaction),

@@ -63,11 +63,11 @@ def test_a_queued_run_is_listed_steer_names_its_state_and_cancel_drops_it(full: 
     assert steer.returncode != 0 and "queued" in steer.stderr and "no run id starts with" not in steer.stderr
     cancel = cli(srv.root, "cancel", run[:13])
     assert cancel.returncode == 0, cancel.stderr
-    assert f"run {run} was queued on the server and is dropped" in cancel.stdout
+    assert f"run {run} was queued on the server and is dropped: it never started" in cancel.stdout
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 6, out + err
     assert f"run {run} is queued: the server runs 1 of at most 1 at once" in out
-    assert "dropped from the server's queue before it started; nothing was written" in err
+    assert "dropped from the server's queue before it started: the ledger has no line of it" in err
     assert "runfold log --run" not in out + err  # no next steps for a run with no line
     lines = srv.root.joinpath(".runfold", "ledger")
     assert run not in "".join(p.read_text() for p in lines.glob("*.jsonl"))
@@ -84,3 +84,33 @@ def test_ctrl_c_while_queued_drops_the_run(full: tuple[Server, Path]) -> None:
     assert "dropped from the server's queue before it started" in err
     with srv.client() as c:
         assert c.get(f"/runs/{run}").json()["run"]["state"] == "dropped"
+
+
+def test_a_run_left_queued_by_a_stopped_server_is_listed_and_can_be_dropped_before_the_next(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws")
+    srv = start_server(root, "--max-runs", "1")
+    slow = ten_turns(tmp_path / "slow.jsonl", delay_ms=30_000)
+    try:
+        with srv.client() as c:
+            busy = c.post("/runs", json={"task": "busy", "model": f"script:{slow}"}).json()["run"]
+            wait_state(c, busy, ("running",))
+            waiting = c.post("/runs", json={"task": "left waiting", "model": f"script:{slow}"}).json()
+            assert waiting["state"] == "queued"
+    finally:
+        srv.stop()  # SIGTERM: the running run is frozen, the queued one stays queued for the next server
+    run = str(waiting["run"])
+    listed = cli(root, "runs", "--json")
+    assert {"run": run, "task": "left waiting", "status": "queued for the next serve"} in json.loads(listed.stdout)
+    steer = cli(root, "steer", run, "hello")
+    assert steer.returncode == 2 and "waits in the queue for the next `runfold serve`" in steer.stderr
+    dropped = cli(root, "cancel", run[:18])
+    assert dropped.returncode == 0, dropped.stderr
+    assert f"run {run} waited in the queue for the next `runfold serve` and is dropped: it will not start" in dropped.stdout
+    assert run not in cli(root, "runs", "--json").stdout
+    again = start_server(root)
+    try:
+        with again.client() as c:
+            assert run not in {r["run"] for r in c.get("/runs").json()["runs"]}  # the next server never starts it
+    finally:
+        log = again.stop()
+    assert "queued again" not in log

@@ -87,6 +87,20 @@ def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
     return None
 
 
+def _queued_for_next_server(ws: Workspace, run: str) -> str | None:
+    """The id of the run `run` names when no ledger run matches it and it waits in the durable
+    queue for the next `runfold serve` (None otherwise)."""
+    from runfold.core.errors import RunfoldError
+
+    try:
+        ws.resolve_run(run)
+        return None
+    except RunfoldError:
+        key = run.strip().lower().replace("-", "")
+        matches = [r for r, _task in ws.queued_runs() if key and r.replace("-", "").startswith(key)]
+        return matches[0] if len(matches) == 1 else None
+
+
 def _through_server(remote: Remote, run: str, type: str, body: dict[str, Any], as_json: bool) -> None:
     """Steer or cancel `run` through the server's API (a queued run) and report its answer."""
     try:
@@ -98,7 +112,7 @@ def _through_server(remote: Remote, run: str, type: str, body: dict[str, Any], a
         return
     rid, state = answer.get("run", run), answer.get("state")
     if state == "dropped":
-        text = f"run {rid} was queued on the server and is dropped: it never started, nothing was written"
+        text = f"run {rid} was queued on the server and is dropped: it never started, the ledger has no line of it"
     elif state == "recorded":
         text = f"{type} recorded on run {rid} at seq {answer.get('seq')}"
     else:
@@ -170,6 +184,14 @@ def steer_cmd(
         if remote is not None:
             _through_server(remote, run, "steer", {"text": text, "wait": wait}, as_json)
             return
+        waiting = _queued_for_next_server(ws, run) if ws.server() is None else None
+        if waiting is not None:
+            raise invalid_args(
+                "steer the run",
+                f"run {waiting}",
+                "it waits in the queue for the next `runfold serve` and has not started: steer it once it runs, "
+                "or drop it with `runfold cancel`",
+            )
         source = "user"
         if from_addr is not None:
             sender = ws.resolve_run(from_run) if from_run is not None else None
@@ -237,7 +259,8 @@ def cancel_cmd(
     The run records `cancel_received` at its next safe point (an in-flight model call or tool
     wave is stopped; calls that never started get no line) and is frozen as cancelled with a
     valid history. When no process runs the workspace, nothing is queued. A run waiting in the
-    queue of the `runfold serve` that owns the workspace is dropped there: it never starts.
+    queue of the `runfold serve` that owns the workspace is dropped there, and one a stopped
+    server left queued for the next is dropped from the queue: it never starts.
 
     \b
     Examples:
@@ -249,8 +272,21 @@ def cancel_cmd(
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         remote = _server_for_queued(ws, run)
-        if remote is None:
+        waiting = _queued_for_next_server(ws, run) if remote is None and ws.server() is None else None
+        if waiting is not None:
+            ws.drop_queued(waiting)
+        elif remote is None:
             receipt = ws.send_control(run, "cancel", until_recorded=wait)
+    if waiting is not None:
+        if as_json:
+            echo_json({"run": waiting, "state": "dropped", "signal": None, "seq": None})
+        else:
+            out_console().print(
+                f"run {waiting} waited in the queue for the next `runfold serve` and is dropped: it will not start",
+                markup=False,
+                highlight=False,
+            )
+        return
     if remote is not None:
         _through_server(remote, run, "cancel", {"wait": wait}, as_json)
         return

@@ -300,22 +300,25 @@ def _tokens_text(tokens: dict[str, int] | None) -> str:
     return count(tokens["input"] + tokens["output"])
 
 
-def _queued_on_server(ws: Workspace) -> list[dict[str, str]]:
-    """The runs queued on the `runfold serve` that owns `ws` (`run`, `task`): dispatched, not
-    started, so not in the ledger yet. Empty without a server or when it does not answer."""
+def _queued(ws: Workspace) -> list[dict[str, str]]:
+    """The runs dispatched and not started, so not in the ledger yet (`run`, `task`, `status`):
+    those queued on the `runfold serve` that owns `ws` (`queued`), or with no server up, those
+    its durable queue holds for the next one (`queued for the next serve`)."""
     from runfold.cli.remote import server_of
     from runfold.core.errors import RunfoldError
 
     remote = server_of(ws)
     if remote is None:
-        return []
+        return [{"run": run, "task": task, "status": "queued for the next serve"} for run, task in ws.queued_runs()]
     try:
         runs = remote.call("GET", "/runs")["runs"]
     except RunfoldError:
         return []
     finally:
         remote.close()
-    return [{"run": str(r["run"]), "task": str(r.get("task", ""))} for r in runs if r.get("state") == "queued"]
+    return [
+        {"run": str(r["run"]), "task": str(r.get("task", "")), "status": "queued"} for r in runs if r.get("state") == "queued"
+    ]
 
 
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
@@ -324,7 +327,8 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
     Status: done, limit, cancelled (process_died when resume froze it), failed (E_CODE) for a run
     an error froze, running, `not started` for a fork never run, `died, not yet resumed` for
     a run without run_frozen while no live process holds the writer lock, and `queued` for a run
-    waiting in the queue of the `runfold serve` that owns the workspace (listed last).
+    waiting in the queue of the `runfold serve` that owns the workspace (listed last; with no
+    server up, `queued for the next serve`: `runfold cancel` drops it).
 
     Turns, tokens and cost are those `runfold cost` shows: a reply's recorded bill, else its tokens
     priced by config.toml's [prices] or runfold's table; with no usage or no price: `unknown`, never 0.
@@ -340,9 +344,9 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         summaries = ws.run_summaries()
-        queued = _queued_on_server(ws)
+        queued = _queued(ws)
     if as_json:
-        echo_json([s.to_data() for s in summaries] + [{"run": q["run"], "status": "queued", "task": q["task"]} for q in queued])
+        echo_json([s.to_data() for s in summaries] + queued)
         return
     con = out_console()
     if not summaries and not queued:
@@ -361,7 +365,7 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
             s.task_head,
         )
         for s in summaries
-    ] + [(short_id(q["run"], names), "queued", "-", "-", "-", "-", "-", first_line(q["task"], 72)) for q in queued]
+    ] + [(short_id(q["run"], names), q["status"], "-", "-", "-", "-", "-", first_line(q["task"], 72)) for q in queued]
     header = ("run", "status", "model", "turns", "tokens", "cost", "from", "task")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     for row in [header, *rows]:

@@ -228,7 +228,7 @@ def run_remote(ctx: typer.Context, remote: Remote, spec: RunSpec, json: bool, *,
         ctx.exit(EXIT_CANCELLED)
         return
     if not records:  # dropped from the queue (Ctrl-C) before it started: no line was written
-        err_console().print(f"run {run} was dropped from the server's queue before it started; nothing was written", markup=False)
+        err_console().print(f"run {run} was dropped from the server's queue before it started: the ledger has no line of it", markup=False)
         ctx.exit(EXIT_CANCELLED)
         return
     last_safe = [r.seq for r in records if r.env.kind in ("model_returned", "tool_result")]
