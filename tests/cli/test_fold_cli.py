@@ -135,7 +135,13 @@ def test_runs_and_tree(built: tuple[Path, dict[str, str]]) -> None:
     sub = run_cli("tree", names["A"], cwd=root)
     assert sub.code == 0, sub.err
     shown = sub.out.splitlines()
-    assert len(shown) == 2 and names["A"].startswith(shown[0].split()[0]) and shown[1].startswith("└─ fork@")
+    # each run is named by a prefix no other run of the ledger shares, not only of the subtree
+    assert len(shown) == 2 and shown[0].split()[0] == short[names["A"]]
+    assert shown[1].startswith(f"└─ fork@{plan.cut} {short[plan.new_run]} ")
+    talk = run_cli("conversation", plan.new_run, cwd=root)
+    assert talk.code == 0, talk.err
+    lineage = next(line for line in talk.out.splitlines() if line.startswith("lineage: "))
+    assert lineage.startswith(f"lineage: run {short[names['A']]}: seqs ") and f"; run {short[plan.new_run]}: seqs " in lineage
     leaf = json.loads(run_cli("tree", plan.new_run, "--json", cwd=root).out)
     assert [n["run"] for n in leaf] == [plan.new_run] and leaf[0]["children"] == []
     assert run_cli("tree", "ffff", cwd=root).code == 2

@@ -125,6 +125,7 @@ def conversation_cmd(
         )
     with Workspace.open(workspace) as ws:
         view = ws.request_at(chosen_run(ws, run), at, None if dialect == "internal" else dialect)
+        names = short_run_ids(ws.runs())
     fold = view.fold
     checked = list(view.verdicts) if dialect == "internal" else [dialect]
     rejected = {d: v for d, v in view.verdicts.items() if d in checked and v}
@@ -148,7 +149,7 @@ def conversation_cmd(
     else:
         con = out_console()
         con.print(f"run {fold.run}  " + "\n".join(_cut_lines(fold.asked, fold.cut, fold.moved)), markup=False)
-        con.print(f"lineage: {fold.lineage.describe()}", markup=False)
+        con.print(f"lineage: {fold.lineage.describe(names)}", markup=False)
         for i, (msg, srcs) in enumerate(zip(fold.messages, fold.sources, strict=True)):
             con.print(f"[{i}] {msg['role']}", markup=False)
             for block, src in zip(msg["content"], srcs, strict=True):
@@ -397,6 +398,7 @@ def tree_cmd(
     with Workspace.open(workspace) as ws:
         rid = ws.resolve_run(run) if run is not None else None
         roots = ws.run_tree()
+        names = short_run_ids(ws.runs())
     if rid is not None:
 
         def find(nodes: list[TreeNode]) -> list[TreeNode]:
@@ -413,7 +415,7 @@ def tree_cmd(
         echo_json([r.to_data() for r in roots])
         return
     con = out_console()
-    lines = render_tree(roots)
+    lines = render_tree(roots, names=names)
     if not lines:
         con.print("no runs yet", markup=False)
     for line in lines:

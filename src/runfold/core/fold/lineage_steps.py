@@ -5,12 +5,11 @@ error for a line whose payload does not fit its place.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, TypeVar
 
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
-from runfold.core.ids import short_run_ids
 from runfold.core.kinds import Kind
 from runfold.core.payloads import (
     Payload,
@@ -86,11 +85,12 @@ class Lineage:
     def seqs(self) -> list[int]:
         return [r.seq for r in self.records()]
 
-    def describe(self) -> str:
-        """`run 0198f6a2: seqs 1–12; run 0198f6b0: seqs 40–45` (oldest first), each run named by
-        the shortest prefix that tells the lineage's runs apart (`ids.short_run_ids`)."""
-        names = short_run_ids(s.run for s in self.steps)
-        return "; ".join(f"run {names[s.run]}: seqs {s.first}–{s.last}" for s in self.steps)
+    def describe(self, names: Mapping[str, str] | None = None) -> str:
+        """`run 0198f6a2: seqs 1–12; run 0198f6b0: seqs 40–45` (oldest first), each run by its
+        entry in `names` (`ids.short_run_ids` over every run of the ledger, so each prefix names
+        one run there), or by its whole id when `names` is None or lacks it."""
+        shown = names or {}
+        return "; ".join(f"run {shown.get(s.run, s.run)}: seqs {s.first}–{s.last}" for s in self.steps)
 
 
 def group_by_run(records: Iterable[Record]) -> dict[str, list[Record]]:

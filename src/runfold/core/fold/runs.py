@@ -472,11 +472,16 @@ def status_text(s: RunSummary) -> str:
     return f"{s.status} ({s.cause})" if s.cause else s.status
 
 
-def render_tree(roots: Sequence[TreeNode], *, full_ids: bool = False) -> list[str]:
+def render_tree(
+    roots: Sequence[TreeNode], *, full_ids: bool = False, names: Mapping[str, str] | None = None
+) -> list[str]:
     """Lines of the tree: each run as `<id> <status> <model> <task head>`, children below with
-    box-drawing guides and the edge (`fork@<seq>`, `successor`, `delegation`)."""
+    box-drawing guides and the edge (`fork@<seq>`, `successor`, `delegation`). Runs are named by
+    `names` (`short_run_ids` over every run of the ledger: a part of the tree must not name a run
+    by a prefix other runs share), else by prefixes unique among the tree's runs."""
     out: list[str] = []
-    names = short_run_ids(_tree_runs(roots))
+    if names is None:
+        names = short_run_ids(_tree_runs(roots))
 
     def label(node: TreeNode, root: bool) -> str:
         s = node.summary
