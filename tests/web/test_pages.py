@@ -368,3 +368,26 @@ def test_the_first_overview_of_a_large_ledger_reads_the_index_not_every_line(
     monkeypatch.setattr(viewer_mod, "WARM_GAP", 10**9)  # folded now: the full overview
     full = client.get("/").text
     assert folds and "being folded" not in full and 'data-status="done"' in full
+
+
+def test_requests_no_page_takes_get_the_error_page_not_the_frameworks_json(ws: tuple[Path, str]) -> None:
+    """A typed URL with a word for a seq, an address no page has, a GET of an action and an
+    oversized form field each get the error page in the E_CODE shape, naming what to do."""
+    root, run = ws
+    guard = Guard()
+    client = _client(root, guard)
+    cases = [
+        (client.get(f"/runs/{run}?seq=abc"), 400, "E_INVALID_ARGS: cannot read the request&#39;s parameters (seq &#39;abc&#39;"),
+        (client.get(f"/runs/{run}/lines/twelve"), 400, "seq &#39;twelve&#39;: Input should be a valid integer"),
+        (client.get(f"/runs/{run}/diff"), 400, "a: Field required; b: Field required"),
+        (client.get("/?page=-1"), 400, "page &#39;-1&#39;: Input should be greater than or equal to 0"),
+        (client.get("/no/such/page"), 404, "E_PATH_NOT_FOUND: cannot show this address on /no/such/page"),
+        (client.get(f"/runs/{run}/fork"), 405, "E_INVALID_ARGS: cannot GET this address"),
+        (client.post(f"/runs/{run}/fork", data={"at": "ten", "csrf": guard.csrf}), 400, "at &#39;ten&#39;"),
+        (client.post(f"/runs/{run}/steer", data={"text": "x" * 1_100_000, "csrf": guard.csrf}), 400, "maximum size"),
+    ]
+    for got, status, said in cases:
+        assert got.status_code == status, (got.request.url, got.text[:300])
+        assert got.headers["content-type"].startswith("text/html"), got.text[:300]
+        assert 'id="error-message"' in got.text and said in got.text, got.text[:3000]
+    assert len(Workspace.open(root).runs()) == 1
