@@ -391,3 +391,41 @@ def test_requests_no_page_takes_get_the_error_page_not_the_frameworks_json(ws: t
         assert got.headers["content-type"].startswith("text/html"), got.text[:300]
         assert 'id="error-message"' in got.text and said in got.text, got.text[:3000]
     assert len(Workspace.open(root).runs()) == 1
+
+
+def test_a_ledger_whose_reader_meets_the_damage_on_open_is_browsable_up_to_the_bad_line(tmp_path: Path) -> None:
+    """A line that is no ledger line, inserted mid-ledger: the reader's own open refuses the
+    ledger (the index no longer matches it), yet the run page, a line before the bad one and
+    the usage chart are read from the lines before it; a line past it names the damage."""
+    root = tmp_path / "ws"
+    run = garden(root)
+    segment = next((root / ".runfold" / "ledger").glob("ledger-*.jsonl"))
+    lines = segment.read_bytes().split(b"\n")
+    lines.insert(10, b"this is not a ledger line")
+    segment.write_bytes(b"\n".join(lines))
+    damaged = segment.read_bytes()
+    client = _client(root)
+    page = client.get(f"/runs/{run}")
+    assert page.status_code == 200, page.text[:3000]
+    assert [int(s) for s in re.findall(r'<tr data-seq="(\d+)"', page.text)] == list(range(1, 10))
+    assert "the ledger fails verification at line 11 (seq 10)" in page.text
+    line = client.get(f"/runs/{run[:8]}/lines/7")
+    assert line.status_code == 200 and 'id="damaged-ledger"' in line.text, line.text[:3000]
+    past = client.get(f"/runs/{run}/lines/12")
+    assert past.status_code == 409 and "fails verification at line 11 (seq 10)" in past.text
+    chart = client.get(f"/runs/{run}/usage.svg")
+    assert chart.status_code == 200 and chart.text.startswith("<svg") and 'class="tok"' in chart.text
+    assert segment.read_bytes() == damaged  # nothing cut or rewritten (the index is the store's cache)
+
+
+def test_a_ledger_that_lost_its_newest_lines_says_so_not_zero_lines_browsable(tmp_path: Path) -> None:
+    """Verification fails with no line at fault (the head mark names a line the ledger no
+    longer holds): the verify page gives the verifier's message, not "the 0 lines before it"."""
+    root = tmp_path / "ws"
+    garden(root)
+    segment = next((root / ".runfold" / "ledger").glob("ledger-*.jsonl"))
+    data = segment.read_bytes()
+    segment.write_bytes(data[: data.rstrip(b"\n").rindex(b"\n") + 1])  # the last line gone
+    got = _client(root).get("/verify")
+    assert got.status_code == 200
+    assert "head mark" in got.text and "lines before it are browsable" not in got.text, got.text[-3000:]
