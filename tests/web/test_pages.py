@@ -429,3 +429,28 @@ def test_a_ledger_that_lost_its_newest_lines_says_so_not_zero_lines_browsable(tm
     got = _client(root).get("/verify")
     assert got.status_code == 200
     assert "head mark" in got.text and "lines before it are browsable" not in got.text, got.text[-3000:]
+
+
+def test_an_imported_run_shows_where_it_came_from_and_filters_as_import(tmp_path: Path) -> None:
+    """A session imported from another tool's file: the overview's `from` names the format and
+    the file, the relation filter `import` lists it alone, and its page's tree says so."""
+    from web_support import REPO, runfold
+
+    root = tmp_path / "ws"
+    garden(root)
+    source = REPO / "tests" / "fixtures" / "transcripts" / "claude-code-hello-world.jsonl"
+    done = runfold(root, "import", "auto", str(source))
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Workspace.open(root) as w:
+        imported = w.latest_run()
+    client = _client(root)
+    overview = client.get("/").text
+    row = overview.split(f'<tr data-run="{imported}"', 1)[1].split("</tr>", 1)[0]
+    assert "import: claude-code session main of claude-code-hello-world.jsonl" in row
+    only = client.get("/?relation=import").text
+    assert re.findall(r'<tr data-run="([^"]+)"', only) == [imported]
+    assert re.findall(r'<tr data-run="([^"]+)"', client.get("/?q=hello-world.jsonl").text) == [imported]
+    tree = client.get(f"/runs/{imported}").text.split('id="tree"', 1)[1].split("</section>", 1)[0]
+    assert "(imported: claude-code session main of claude-code-hello-world.jsonl)" in tree
+    listed = {r["run"]: r for r in __import__("json").loads(runfold(root, "runs", "--json").stdout)}
+    assert listed[imported]["relation"] == "import" and listed[imported]["imported"]["format"] == "claude-code"

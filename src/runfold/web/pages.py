@@ -35,7 +35,7 @@ def _matches(s: fold_api.RunSummary, q: str, status: str, relation: str) -> bool
     if relation and (s.relation or "none") != relation:
         return False
     if q:
-        hay = " ".join([s.run, s.task, s.model or "", s.addr or "", status_text(s)]).lower()
+        hay = " ".join([s.run, s.task, s.model or "", s.addr or "", s.imported_from, status_text(s)]).lower()
         return q.lower() in hay
     return True
 
