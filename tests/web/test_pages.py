@@ -391,6 +391,8 @@ def test_requests_no_page_takes_get_the_error_page_not_the_frameworks_json(ws: t
         assert got.headers["content-type"].startswith("text/html"), got.text[:300]
         assert 'id="error-message"' in got.text and said in got.text, got.text[:3000]
     assert len(Workspace.open(root).runs()) == 1
+    first = client.get(f"/runs/{run}?after=-999")  # an edited URL before the first line: the first page
+    assert first.status_code == 200 and re.findall(r'<tr data-seq="(\d+)"', first.text)[:2] == ["1", "2"]
 
 
 def test_a_ledger_whose_reader_meets_the_damage_on_open_is_browsable_up_to_the_bad_line(tmp_path: Path) -> None:

@@ -138,6 +138,7 @@ def add_routes(router: APIRouter, site: Site) -> None:
         after: int = -1,
     ) -> Response:
         kinds = frozenset(k for k in (kind or []) if k)
+        after = max(after, -1)  # before the first line: the first page
         with viewer.open() as ws:
             folded = viewer.warm_summaries(ws)
             summaries, damage = folded if folded is not None else ([], None)
