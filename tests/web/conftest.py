@@ -41,6 +41,13 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the browser tests save a screenshot of each page (a test artefact)."""
-    return tmp_path_factory.mktemp("screenshots")
+def shots(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """Where the browser tests save a screenshot of each page (a test artefact): under
+    `$RUNFOLD_TEST_ARTEFACTS/screenshots/<test module>/` when set (`.ci/run` sets it, so CI keeps
+    them), else a temporary directory."""
+    keep = os.environ.get("RUNFOLD_TEST_ARTEFACTS")
+    if not keep:
+        return tmp_path_factory.mktemp("screenshots")
+    where = Path(keep) / "screenshots" / request.module.__name__.rsplit(".", 1)[-1]
+    where.mkdir(parents=True, exist_ok=True)
+    return where

@@ -44,15 +44,14 @@ def test_overview_then_a_run_then_a_seq_shows_that_requests_bytes(
 ) -> None:
     root, run = ws
     page = _page(browser)
+    errors: list[str] = []  # the console stays clean: no failed load (an icon), no script error
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url + "/")
     row = page.locator(f"#runs tr[data-run='{run}']")
     assert row.count() == 1
     assert "done" in row.inner_text()
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
-    missing = page.goto(f"{url}/runs/{run[:8]}ffff")
-    assert missing is not None and missing.status == 404
-    assert page.locator(f"#nearby a[href$='{run}']").count() == 1  # the nearest run, linked
-    page.screenshot(path=str(shots / "not-found.png"), full_page=True)
     page.goto(url + "/verify")
     assert "ledger verified" in page.inner_text("#verify")
     page.screenshot(path=str(shots / "verify.png"), full_page=True)
@@ -84,6 +83,11 @@ def test_overview_then_a_run_then_a_seq_shows_that_requests_bytes(
     assert "bytes are identical" in page.inner_text("#diff-facts")
     assert page.locator("#diff span.add").count() > 0
     page.screenshot(path=str(shots / "request-diff.png"), full_page=True)
+    assert errors == [], errors
+    missing = page.goto(f"{url}/runs/{run[:8]}ffff")  # last: the console names this page's own 404
+    assert missing is not None and missing.status == 404
+    assert page.locator(f"#nearby a[href$='{run}']").count() == 1  # the nearest run, linked
+    page.screenshot(path=str(shots / "not-found.png"), full_page=True)
     page.close()
 
 

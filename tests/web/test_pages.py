@@ -368,3 +368,91 @@ def test_the_first_overview_of_a_large_ledger_reads_the_index_not_every_line(
     monkeypatch.setattr(viewer_mod, "WARM_GAP", 10**9)  # folded now: the full overview
     full = client.get("/").text
     assert folds and "being folded" not in full and 'data-status="done"' in full
+
+
+def test_requests_no_page_takes_get_the_error_page_not_the_frameworks_json(ws: tuple[Path, str]) -> None:
+    """A typed URL with a word for a seq, an address no page has, a GET of an action and an
+    oversized form field each get the error page in the E_CODE shape, naming what to do."""
+    root, run = ws
+    guard = Guard()
+    client = _client(root, guard)
+    cases = [
+        (client.get(f"/runs/{run}?seq=abc"), 400, "E_INVALID_ARGS: cannot read the request&#39;s parameters (seq &#39;abc&#39;"),
+        (client.get(f"/runs/{run}/lines/twelve"), 400, "seq &#39;twelve&#39;: Input should be a valid integer"),
+        (client.get(f"/runs/{run}/diff"), 400, "a: Field required; b: Field required"),
+        (client.get("/?page=-1"), 400, "page &#39;-1&#39;: Input should be greater than or equal to 0"),
+        (client.get("/no/such/page"), 404, "E_PATH_NOT_FOUND: cannot show this address on /no/such/page"),
+        (client.get(f"/runs/{run}/fork"), 405, "E_INVALID_ARGS: cannot GET this address"),
+        (client.post(f"/runs/{run}/fork", data={"at": "ten", "csrf": guard.csrf}), 400, "at &#39;ten&#39;"),
+        (client.post(f"/runs/{run}/steer", data={"text": "x" * 1_100_000, "csrf": guard.csrf}), 400, "maximum size"),
+    ]
+    for got, status, said in cases:
+        assert got.status_code == status, (got.request.url, got.text[:300])
+        assert got.headers["content-type"].startswith("text/html"), got.text[:300]
+        assert 'id="error-message"' in got.text and said in got.text, got.text[:3000]
+    assert len(Workspace.open(root).runs()) == 1
+    first = client.get(f"/runs/{run}?after=-999")  # an edited URL before the first line: the first page
+    assert first.status_code == 200 and re.findall(r'<tr data-seq="(\d+)"', first.text)[:2] == ["1", "2"]
+
+
+def test_a_ledger_whose_reader_meets_the_damage_on_open_is_browsable_up_to_the_bad_line(tmp_path: Path) -> None:
+    """A line that is no ledger line, inserted mid-ledger: the reader's own open refuses the
+    ledger (the index no longer matches it), yet the run page, a line before the bad one and
+    the usage chart are read from the lines before it; a line past it names the damage."""
+    root = tmp_path / "ws"
+    run = garden(root)
+    segment = next((root / ".runfold" / "ledger").glob("ledger-*.jsonl"))
+    lines = segment.read_bytes().split(b"\n")
+    lines.insert(10, b"this is not a ledger line")
+    segment.write_bytes(b"\n".join(lines))
+    damaged = segment.read_bytes()
+    client = _client(root)
+    page = client.get(f"/runs/{run}")
+    assert page.status_code == 200, page.text[:3000]
+    assert [int(s) for s in re.findall(r'<tr data-seq="(\d+)"', page.text)] == list(range(1, 10))
+    assert "the ledger fails verification at line 11 (seq 10)" in page.text
+    line = client.get(f"/runs/{run[:8]}/lines/7")
+    assert line.status_code == 200 and 'id="damaged-ledger"' in line.text, line.text[:3000]
+    past = client.get(f"/runs/{run}/lines/12")
+    assert past.status_code == 409 and "fails verification at line 11 (seq 10)" in past.text
+    chart = client.get(f"/runs/{run}/usage.svg")
+    assert chart.status_code == 200 and chart.text.startswith("<svg") and 'class="tok"' in chart.text
+    assert segment.read_bytes() == damaged  # nothing cut or rewritten (the index is the store's cache)
+
+
+def test_a_ledger_that_lost_its_newest_lines_says_so_not_zero_lines_browsable(tmp_path: Path) -> None:
+    """Verification fails with no line at fault (the head mark names a line the ledger no
+    longer holds): the verify page gives the verifier's message, not "the 0 lines before it"."""
+    root = tmp_path / "ws"
+    garden(root)
+    segment = next((root / ".runfold" / "ledger").glob("ledger-*.jsonl"))
+    data = segment.read_bytes()
+    segment.write_bytes(data[: data.rstrip(b"\n").rindex(b"\n") + 1])  # the last line gone
+    got = _client(root).get("/verify")
+    assert got.status_code == 200
+    assert "head mark" in got.text and "lines before it are browsable" not in got.text, got.text[-3000:]
+
+
+def test_an_imported_run_shows_where_it_came_from_and_filters_as_import(tmp_path: Path) -> None:
+    """A session imported from another tool's file: the overview's `from` names the format and
+    the file, the relation filter `import` lists it alone, and its page's tree says so."""
+    from web_support import REPO, runfold
+
+    root = tmp_path / "ws"
+    garden(root)
+    source = REPO / "tests" / "fixtures" / "transcripts" / "claude-code-hello-world.jsonl"
+    done = runfold(root, "import", "auto", str(source))
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Workspace.open(root) as w:
+        imported = w.latest_run()
+    client = _client(root)
+    overview = client.get("/").text
+    row = overview.split(f'<tr data-run="{imported}"', 1)[1].split("</tr>", 1)[0]
+    assert "import: claude-code session main of claude-code-hello-world.jsonl" in row
+    only = client.get("/?relation=import").text
+    assert re.findall(r'<tr data-run="([^"]+)"', only) == [imported]
+    assert re.findall(r'<tr data-run="([^"]+)"', client.get("/?q=hello-world.jsonl").text) == [imported]
+    tree = client.get(f"/runs/{imported}").text.split('id="tree"', 1)[1].split("</section>", 1)[0]
+    assert "(imported: claude-code session main of claude-code-hello-world.jsonl)" in tree
+    listed = {r["run"]: r for r in __import__("json").loads(runfold(root, "runs", "--json").stdout)}
+    assert listed[imported]["relation"] == "import" and listed[imported]["imported"]["format"] == "claude-code"

@@ -198,6 +198,30 @@ def test_a_fork_and_a_continue_from_the_page_under_serve_are_runs_the_cli_lists(
     assert (listed[successor]["relation"], listed[successor]["status"]) == ("successor", "done")
 
 
+def test_a_cancel_from_the_page_under_serve_freezes_the_live_run_as_cancelled(
+    browser: Any, served: tuple[Server, str], tmp_path: Path, shots: Path
+) -> None:
+    server, _ = served
+    root = server.root
+    script = write_script(tmp_path / "long.jsonl", [{**say("at last"), "delay_ms": 60_000}])
+    run = _dispatch(server, "think for a long time", script)
+    _wait_log(root, run, "model_called")
+    page = _page(browser)
+    page.goto(f"{server.url}/runs/{run}")
+    assert page.inner_text("#run-status") == "running"
+    page.click("#cancel-form button")
+    page.wait_for_selector("#action-result")
+    result = page.inner_text("#action-result")
+    assert re.match(r"cancel (accepted|recorded) by the server's run ", result), result
+    frozen = _wait_log(root, run, "run_frozen")  # long before the 60 s reply
+    page.goto(f"{server.url}/runs/{run}")
+    assert page.inner_text("#run-status").startswith("cancelled")
+    _save(page, shots, "serve-cancel.png")
+    page.close()
+    assert frozen[0]["data"]["completion"] == "cancelled"
+    assert not _log(root, run, "model_returned")
+
+
 def test_the_pages_under_serve_keep_their_checks(served: tuple[Server, str]) -> None:
     server, run = served
     before = runfold(server.root, "runs", "--json").stdout

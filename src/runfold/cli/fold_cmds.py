@@ -362,7 +362,13 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
             count(s.turns),
             _tokens_text(s.tokens),
             usd(s.cost_usd_micros),
-            (f"{s.relation} of {short_id(s.origin or '', names)}" if s.relation else "-"),
+            (
+                f"import: {s.imported_from}"
+                if s.relation == "import"
+                else f"{s.relation} of {short_id(s.origin or '', names)}"
+                if s.relation
+                else "-"
+            ),
             s.task_head,
         )
         for s in summaries

@@ -9,9 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.web.actions import LocalActions, WebActions
 from runfold.web.security import COOKIE, Guard
 from runfold.web.site import Site
@@ -28,14 +31,17 @@ def web_router(
     (`app.include_router(web_router(ws, prefix="/ui"), prefix="/ui")`). `actions` answers the
     forms (default: `LocalActions`, acting as the CLI does); `guard` holds the CSRF token
     (default: a new one). Raises `E_PATH_NOT_FOUND` when no workspace is there."""
+    return _router(_site(workspace_dir, actions, guard or Guard(), prefix))
+
+
+def _site(workspace_dir: Path, actions: WebActions | None, guard: Guard, prefix: str) -> Site:
+    root = Path(workspace_dir)
+    return Site(root, actions if actions is not None else LocalActions(root), guard, prefix)
+
+
+def _router(site: Site) -> APIRouter:
     from runfold.web import live, pages, requests
 
-    site = Site(
-        Path(workspace_dir),
-        actions if actions is not None else LocalActions(Path(workspace_dir)),
-        guard or Guard(),
-        prefix,
-    )
     router = APIRouter()
     pages.add_routes(router, site)
     requests.add_routes(router, site)
@@ -48,8 +54,10 @@ def create_app(workspace_dir: Path, *, actions: WebActions | None = None, guard:
     None: no token asked, for loopback). `GET /login?code=...` spends the one-time code and sets
     the access cookie. Raises like `web_router`."""
     guard = guard or Guard()
+    site = _site(workspace_dir, actions, guard, "")
     app = FastAPI(title="runfold view", docs_url=None, redoc_url=None, openapi_url=None)
-    app.include_router(web_router(workspace_dir, actions=actions, guard=guard))
+    app.include_router(_router(site))
+    _friendly_http_errors(app, site)
 
     @app.get("/login", include_in_schema=False)
     def login(code: str = "") -> Response:
@@ -67,6 +75,43 @@ def create_app(workspace_dir: Path, *, actions: WebActions | None = None, guard:
 
     app.add_middleware(_Gate, guard=guard)
     return app
+
+
+def _friendly_http_errors(app: FastAPI, site: Site) -> None:
+    """Answer the requests no page takes with the site's error page in the DESIGN §11 shape,
+    never the framework's JSON: an unknown address (404), a method the address does not take
+    (405), a query or form value of the wrong type (400, naming the parameter) and a form field
+    over the size limit (400)."""
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_value(request: Request, exc: RequestValidationError) -> Response:
+        problems = []
+        for err in exc.errors()[:4]:
+            loc = [str(x) for x in err.get("loc", ()) if x not in ("query", "path", "body")]
+            given = err.get("input")
+            shown = "" if given is None or isinstance(given, dict) else f" {str(given)[:40]!r}"
+            problems.append(f"{'.'.join(loc) or 'a value'}{shown}: {err.get('msg', 'invalid')}")
+        refusal = invalid_args(
+            f"read the request's parameters ({'; '.join(problems)})",
+            request.url.path[:200],
+            "give each parameter as the page's links and forms do (a seq is a whole number ≥ 0)",
+        )
+        return site.error(request, refusal, http_status=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        path = request.url.path[:200]
+        if exc.status_code == 404:
+            refusal = RunfoldError(
+                ErrorCode.PATH_NOT_FOUND, "show this address", path, "no page has it; start from the runs at /"
+            )
+        elif exc.status_code == 405:
+            refusal = invalid_args(
+                f"{request.method} this address", path, "it answers the forms of a run's page; open the run's page"
+            )
+        else:
+            refusal = invalid_args("read the request", path, f"{exc.detail}; send a smaller form")
+        return site.error(request, refusal, http_status=exc.status_code)
 
 
 class _Gate:

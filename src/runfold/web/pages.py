@@ -10,15 +10,16 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, Response
 
+from runfold.api_lines import LinePosition
 from runfold.core import fold as fold_api
-from runfold.core.errors import invalid_args
+from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.fold.runs import status_text, tokens_of
 from runfold.core.ids import short_run_ids
 from runfold.core.kinds import KNOWN_KIND_NAMES
 from runfold.core.payloads import ModelReturned
 from runfold.web.charts import Turn, usage_svg
 from runfold.web.site import HERE, Site, friendly
-from runfold.web.viewer import is_damage
+from runfold.web.viewer import Damage, is_damage
 
 RUNS_PER_PAGE = 100
 LINES_PER_PAGE = 100
@@ -34,7 +35,7 @@ def _matches(s: fold_api.RunSummary, q: str, status: str, relation: str) -> bool
     if relation and (s.relation or "none") != relation:
         return False
     if q:
-        hay = " ".join([s.run, s.task, s.model or "", s.addr or "", status_text(s)]).lower()
+        hay = " ".join([s.run, s.task, s.model or "", s.addr or "", s.imported_from, status_text(s)]).lower()
         return q.lower() in hay
     return True
 
@@ -137,10 +138,11 @@ def add_routes(router: APIRouter, site: Site) -> None:
         after: int = -1,
     ) -> Response:
         kinds = frozenset(k for k in (kind or []) if k)
+        after = max(after, -1)  # before the first line: the first page
         with viewer.open() as ws:
             folded = viewer.warm_summaries(ws)
             summaries, damage = folded if folded is not None else ([], None)
-            rid = _resolve(ws, run, summaries)
+            rid = viewer.run_id(ws, run)
             summary = next((s for s in summaries if s.run == rid), None)
             if folded is None:  # a large ledger not folded yet: this run's own first lines
                 summary = viewer.run_head(ws, rid)
@@ -178,11 +180,11 @@ def add_routes(router: APIRouter, site: Site) -> None:
     @friendly(site)
     def usage(request: Request, run: str) -> Response:
         with viewer.open() as ws:
-            rid = ws.resolve_run(run)
+            rid = viewer.run_id(ws, run)
             prices = ws.summary_folder().prices  # the workspace's price table, as `runfold cost` prices
             turns = []
             model = ""
-            for rec in viewer.run_lines(ws, rid, 0):
+            for rec in viewer.readable_run_lines(ws, rid, 0):
                 if not rec.known:
                     continue
                 if rec.env.kind == "model_called":
@@ -198,8 +200,23 @@ def add_routes(router: APIRouter, site: Site) -> None:
     @friendly(site)
     def line_page(request: Request, run: str, seq: int) -> Response:
         with viewer.open() as ws:
-            rid = ws.resolve_run(run)
-            rec = ws.record_at(seq)
+            rid = viewer.run_id(ws, run)
+            try:
+                rec = ws.record_at(seq)
+                position: LinePosition | None = ws.position(seq)
+            except Exception as exc:  # a ledger that fails verification: its readable lines
+                if not is_damage(exc):
+                    raise
+                found = viewer.readable_line(ws, seq)
+                if isinstance(found, Damage):
+                    raise RunfoldError(
+                        ErrorCode.LEDGER_CORRUPT,
+                        f"show seq {seq}",
+                        f"run {rid}",
+                        f"the ledger fails verification at line {found.line_no} (seq {found.seq}): "
+                        f"{found.fault}; the lines before it are browsable, `runfold verify` names the damage",
+                    ) from None
+                rec, position = found, None
             if rec.run != rid:
                 raise invalid_args(
                     f"show seq {seq} of run {rid}",
@@ -207,7 +224,6 @@ def add_routes(router: APIRouter, site: Site) -> None:
                     f"seq {seq} belongs to run {rec.run}; open it there",
                     nearby=(rec.run,),
                 )
-            position = ws.position(seq)
         return site.render(
             request, "line.html", title=f"seq {seq}", run=rid, rec=rec, raw=rec.raw.decode("utf-8"), position=position
         )
@@ -294,20 +310,3 @@ def _ancestors(viewer: object, ws: object, head: fold_api.RunSummary) -> list[fo
         cur = viewer.run_head(ws, cur.origin)
         out.append(cur)
     return out
-
-
-def _resolve(ws: object, run: str, summaries: list[fold_api.RunSummary]) -> str:
-    """`run` resolved as an id or prefix; on a damaged ledger, among the readable runs."""
-    from runfold.api import Workspace
-
-    assert isinstance(ws, Workspace)
-    try:
-        return ws.resolve_run(run)
-    except Exception as exc:
-        if not is_damage(exc):
-            raise
-    key = run.replace("-", "").lower()
-    found = [s.run for s in summaries if s.run.replace("-", "").startswith(key)]
-    if len(found) == 1:
-        return found[0]
-    raise invalid_args(f"find run {run!r}", str(ws.root), "no readable run id starts with it", nearby=tuple(found[:8]))

@@ -87,11 +87,12 @@ class Site:
         )
         return HTMLResponse(html, status_code=http_status, headers=SECURITY_HEADERS)
 
-    def error(self, request: Request, exc: BaseException) -> HTMLResponse:
+    def error(self, request: Request, exc: BaseException, http_status: int | None = None) -> HTMLResponse:
         """A friendly page for an error: 404 for a run or seq that does not exist (with the
-        alternatives the error names), 409 for a refusal, 500 for runfold's own bug."""
+        alternatives the error names), 409 for a refusal, 500 for runfold's own bug;
+        `http_status` overrides the status of a `RunfoldError` (400 for a malformed request)."""
         if isinstance(exc, RunfoldError):
-            status = 404 if exc.code in _NOT_FOUND else 409
+            status = http_status or (404 if exc.code in _NOT_FOUND else 409)
             return self.render(
                 request,
                 "error.html",

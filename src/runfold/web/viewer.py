@@ -19,7 +19,7 @@ from typing import Any
 from runfold.api import Workspace
 from runfold.core import fold as fold_api
 from runfold.core.chain import LineRefused
-from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.records import Record
 from runfold.core.summary import iso_ms, summarize
@@ -168,7 +168,13 @@ class Viewer:
         only needs one run does not wait for a whole large ledger to be folded."""
         folder = self._folder
         done = folder.next_seq if folder is not None else 0
-        if done + WARM_GAP >= ws.seq_range().stop:
+        try:
+            end = ws.seq_range().stop
+        except Exception as exc:  # opening the ledger met the damage: its readable lines
+            if not is_damage(exc):
+                raise
+            return self.summaries(ws)
+        if done + WARM_GAP >= end:
             return self.summaries(ws)
         with self._warm_lock:  # not `_lock`: the fold holds that while it reads the ledger
             busy = self._warming is not None and self._warming.is_alive()
@@ -258,6 +264,55 @@ class Viewer:
                 raise
             return self._damaged_timeline(ws, run, kinds, needle, after, limit, names)
         return page
+
+    def run_id(self, ws: Workspace, run: str) -> str:
+        """`run` (an id or prefix) resolved as `Workspace.resolve_run` does; on a ledger that
+        fails verification, among the runs of its readable lines."""
+        try:
+            return ws.resolve_run(run)
+        except Exception as exc:
+            if not is_damage(exc):
+                raise
+        key = run.replace("-", "").lower()
+        found = [s.run for s in self.summaries(ws)[0] if s.run.replace("-", "").startswith(key)]
+        if len(found) == 1:
+            return found[0]
+        raise invalid_args(
+            f"find run {run!r}", str(ws.root), "no readable run id starts with it", nearby=tuple(found[:8])
+        )
+
+    @staticmethod
+    def readable_line(ws: Workspace, seq: int) -> Record | Damage:
+        """The line at `seq` read from the ledger's readable lines, or the damage that ends them
+        before it (for a ledger that fails verification). Raises `E_INVALID_ARGS` past its end."""
+        last = -1
+        try:
+            for rec in ws.readable_lines():
+                if rec.seq == seq:
+                    return rec
+                last = rec.seq
+        except LineRefused as refusal:
+            return Damage.of(refusal)
+        raise invalid_args(f"read seq {seq}", str(ws.root), f"the ledger's readable lines end at seq {last}")
+
+    def readable_run_lines(self, ws: Workspace, run: str, since: int) -> Iterator[Record]:
+        """`run_lines`, or on a ledger that fails verification the run's lines before the bad
+        one (it ends quietly there; the pages that show lines say where)."""
+        next_seq = since
+        try:
+            for rec in self.run_lines(ws, run, since):
+                yield rec
+                next_seq = rec.seq + 1
+            return
+        except Exception as exc:
+            if not is_damage(exc):
+                raise
+        try:
+            for rec in ws.readable_lines():
+                if rec.run == run and rec.seq >= next_seq:
+                    yield rec
+        except LineRefused:
+            return
 
     @staticmethod
     def run_lines(ws: Workspace, run: str, since: int) -> Iterator[Record]:

@@ -26,7 +26,7 @@ Status = Literal["running", "done", "limit", "cancelled", "not_started", "died"]
 `not_started`, a fork that was never run (`resume.not_started`); `running`, no `run_frozen`
 yet; `died`, no `run_frozen` and no live process holds the writer lock (`owner_gone`): the
 process running it died and no writer has resumed the workspace since (DESIGN.md §7)."""
-Relation = Literal["fork", "delegation", "successor"]
+Relation = Literal["fork", "delegation", "successor", "import"]
 
 TOKEN_KEYS: tuple[str, ...] = ("input", "output", "cache_read", "cache_write")
 """The `model_returned.usage` counters summed per run (tokens)."""
@@ -218,7 +218,8 @@ class RunSummary:
     price table's), or None when one is unknown (never shown as zero). A run with no reply has
     tokens and cost 0.
     `relation` says how `origin` (the run it came from) produced it: `fork` (it has `run_forked`),
-    `successor` (`predecessor` set), `delegation` (`parent` set, no `run_forked`).
+    `successor` (`predecessor` set), `delegation` (`parent` set, no `run_forked`); or `import`
+    for a run imported from another tool's session file (`imported` set, no origin run).
     """
 
     run: str
@@ -243,6 +244,9 @@ class RunSummary:
     lines: int = 0
     error_code: str | None = None
     """The `E_…` code of the error that froze the run (`run_frozen.error`), else None."""
+    imported: Mapping[str, object] | None = None
+    """Where an imported run came from (`run_started.imported`: `format`, `source`, `session`),
+    else None."""
 
     @property
     def turns(self) -> int:
@@ -277,7 +281,18 @@ class RunSummary:
             return "fork"
         if self.parent is not None:
             return "delegation"
+        if self.imported is not None:
+            return "import"
         return None
+
+    @property
+    def imported_from(self) -> str:
+        """An imported run's source as one phrase (`claude-code session main of FILE`), else ""."""
+        if self.imported is None:
+            return ""
+        got = self.imported
+        session = f" session {got['session']}" if got.get("session") else ""
+        return f"{got.get('format', '?')}{session} of {got.get('source', '?')}"
 
     @property
     def origin(self) -> str | None:
@@ -303,6 +318,7 @@ class RunSummary:
             "forked_from": self.forked_from,
             "forked_at": self.forked_at,
             "relation": self.relation,
+            "imported": dict(self.imported) if self.imported is not None else None,
             "first_seq": self.first_seq,
             "last_seq": self.last_seq,
             "started_ms": self.started_ms,
@@ -332,6 +348,7 @@ def _summarize(s: RunSummary, rec: Record) -> None:
         s.task, s.goal, s.addr = p.task, p.goal, rec.env.addr
         s.who = p.dispatched_by or rec.env.who
         s.parent, s.predecessor = p.parent, p.predecessor
+        s.imported = dict(p.imported) if p.imported is not None else None
         s.started_ms = rec.env.t
         if p.model:
             s.model = p.model
@@ -498,6 +515,8 @@ def render_tree(
         if root and s.origin is not None:
             origin = s.origin if full_ids else short_id(s.origin, names)
             text += f"  ({s.relation} of {origin}, not in this ledger)"
+        elif root and s.relation == "import":
+            text += f"  (imported: {s.imported_from})"
         return text
 
     def walk(node: TreeNode, prefix: str, last: bool, root: bool) -> None:
