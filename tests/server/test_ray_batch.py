@@ -178,3 +178,27 @@ def test_a_bad_task_line_is_refused_before_anything_runs(tmp_path: Path) -> None
     tasks.write_text('{"task": "one"}\n{"task": "two", "max_turns": 0}\n')
     res = run_cli("batch", tasks, "--ray", "local", "-w", root, cwd=tmp_path)
     assert res.code == 2 and "line 2" in res.err
+
+
+def test_an_address_where_no_ray_head_answers_is_an_error_within_the_timeout(tmp_path: Path) -> None:
+    """A port that accepts connections but is not a Ray head (another service): Ray retries
+    for ten minutes and more; the connect gives up after its timeout and nothing is run."""
+    import socket
+    import subprocess
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+        code = (
+            "from runfold.server.batch import connect\n"
+            "from runfold.core.errors import RunfoldError\n"
+            "try:\n"
+            f"    connect('127.0.0.1:{port}', workers=1, timeout_s=10)\n"
+            "except RunfoldError as err:\n"
+            "    print(err.display())\n"
+            "    raise SystemExit(2)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stdout.startswith(f"E_INVALID_ARGS: cannot reach the Ray cluster (no Ray head answered there within 10 s) on --ray 127.0.0.1:{port}")

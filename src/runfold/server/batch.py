@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,6 +46,9 @@ SESSION_ROOT_MAX = 40
 bytes of session and socket names, and a unix socket path holds at most 107."""
 RETRY_WINDOW_S = 300.0
 """How long a task keeps asking a dead owner actor again while Ray restarts it."""
+CONNECT_TIMEOUT_S = 60.0
+"""How long connecting to a running cluster may take: Ray itself retries for ten minutes and
+more when the address answers but is not a Ray head (another service on that port)."""
 
 
 @dataclass(frozen=True)
@@ -286,11 +290,31 @@ def _session_root() -> str | None:
     return None if len(default) <= SESSION_ROOT_MAX else "/tmp/ray"
 
 
-def connect(address: str, *, workers: int) -> None:
+def _init_within(ray: Any, address: str, timeout_s: float, options: dict[str, Any]) -> None:
+    """`ray.init(address)` on a helper thread, given up after `timeout_s` s (the thread, stuck
+    in Ray's own retries, is a daemon and does not keep the process alive)."""
+    failed: list[BaseException] = []
+
+    def init() -> None:
+        try:
+            ray.init(address=address, **options)
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=init, name="runfold-ray-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise _unreachable(address, f"no Ray head answered there within {timeout_s:.0f} s")
+    if failed:
+        raise failed[0]
+
+
+def connect(address: str, *, workers: int, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """Connect this process to a Ray cluster: `local` starts one on this machine with `workers`
-    CPUs; anything else is the address of a running cluster (`host:port`, `ray://…`, `auto`).
-    Raises `E_INVALID_ARGS` when the cluster cannot be reached (never runs elsewhere instead)
-    and `E_CONFIG_INVALID` when the `ray` extra is missing."""
+    CPUs; anything else is the address of a running cluster (`host:port`, `ray://…`, `auto`),
+    reached within `timeout_s` s. Raises `E_INVALID_ARGS` when the cluster cannot be reached
+    (never runs elsewhere instead) and `E_CONFIG_INVALID` when the `ray` extra is missing."""
     ray = ray_module()
     if ray.is_initialized():
         return
@@ -310,7 +334,7 @@ def connect(address: str, *, workers: int) -> None:
     if why is not None:
         raise _unreachable(address, why)
     try:
-        ray.init(address=address, **quiet)
+        _init_within(ray, address, timeout_s, quiet)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         raise _unreachable(address, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__) from None
 
