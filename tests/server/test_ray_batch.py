@@ -202,3 +202,30 @@ def test_an_address_where_no_ray_head_answers_is_an_error_within_the_timeout(tmp
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stdout.startswith(f"E_INVALID_ARGS: cannot reach the Ray cluster (no Ray head answered there within 10 s) on --ray 127.0.0.1:{port}")
+
+
+def test_the_shards_of_a_postgresql_workspace_keep_their_ledgers_in_the_database(
+    cluster: object, tmp_path: Path, pg_url: str
+) -> None:
+    from runfold.store.backend import parse_store_url, store_setting
+
+    root = Workspace.init(tmp_path / "ws", pg_url).root
+    name = parse_store_url(pg_url).name
+    roots = shard_roots(root, 2)
+    for k, shard in enumerate(roots):
+        url = store_setting(shard)
+        assert url is not None and url.name == f"{name}/shards/{k}"
+        assert not list((shard / ".runfold" / "ledger").glob("ledger-*"))  # no file ledger beside it
+    runner = BatchRunner(roots, concurrency=4)
+    runner.claim()
+    report = runner.run(read_tasks(tasks_file(tmp_path, 4, script(tmp_path))))
+    runner.stop()
+    check = audit(report)
+    assert check["frozen"] == check["runs"] == 4 and check["started_twice"] == [] and check["missing"] == []
+    held = {}
+    for shard in roots:
+        with Workspace.open(shard) as ws:
+            assert ws.verify().path.startswith("postgresql://")
+            held.update(started_counts(shard))
+    assert sorted(held) == sorted(r.run for r in report.results) and set(held.values()) == {1}
+    assert shard_roots(root, 2) == roots  # a second batch joins the same shards

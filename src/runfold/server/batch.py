@@ -3,7 +3,7 @@ cluster, with a limit on how many run at once (DESIGN.md §7).
 
 One owner actor holds each workspace's single writer, so `workers` actors drive `workers`
 workspaces: the workspace itself for one worker, else shards `.runfold/shards/<k>/` (each a
-whole workspace with its own ledger). Each task gets a run id before it is dispatched and the
+whole workspace with its own ledger, in the store of the workspace). Each task gets a run id before it is dispatched and the
 dispatch is idempotent, so after an actor died and Ray restarted it the runner asks again and
 the ledger decides: a run it holds is never started twice (resume froze it `process_died`; with
 `continue_lost` a successor continues it), a run it does not hold is started then.
@@ -33,6 +33,7 @@ from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.runtime.spec import new_run_id
 from runfold.server.owner import SPEC_FIELDS, spec_of
 from runfold.server.ray_owner import NAMESPACE, claim_owner, ray_module
+from runfold.store.backend import store_setting, with_workspace
 
 TASK_FIELDS = ("id", *SPEC_FIELDS)
 """The fields a task line may hold: `task` (required), an optional `id` naming it in the
@@ -240,18 +241,22 @@ def read_tasks(path: Path, *, model: str | None = None, base: Path | None = None
 
 def shard_roots(root: Path, workers: int) -> list[Path]:
     """The workspaces `workers` owners drive: `[root]` for one, else `root/.runfold/shards/<k>`
-    for k < workers, created when missing (a file ledger with the settings of `root`)."""
+    for k < workers, created when missing with the settings of `root` and a ledger in the store
+    of `root`: files, or, for a ledger in PostgreSQL, workspace `<name>/shards/<k>` of the same
+    database (joined when it holds lines already)."""
     if workers < 1:
         raise invalid_args("run a batch", f"--workers {workers}", "give at least 1")
     if workers == 1:
         return [root]
+    store = store_setting(root)
     out = []
     for k in range(workers):
         shard = root / ".runfold" / "shards" / str(k)
         if not (shard / ".runfold").exists():
-            Workspace.init(shard)
+            url = None if store is None else with_workspace(store, f"{store.name}/shards/{k}")
+            Workspace.init(shard, url)
             (shard / ".runfold" / "config.toml").unlink()
-            copy_settings(root, shard)
+            copy_settings(root, shard, url)
         out.append(shard)
     return out
 

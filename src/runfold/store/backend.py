@@ -83,6 +83,16 @@ def parse_store_url(url: object, where: str = "store") -> StoreUrl:
     return StoreUrl(conninfo=conninfo, name=name, shown=_hide(url))
 
 
+def with_workspace(url: StoreUrl, name: str) -> str:
+    """The URL of workspace `name` in the same database as `url` (its password kept, for the
+    settings file). Raises `E_CONFIG_INVALID` for a name `parse_store_url` would refuse."""
+    parts = urlsplit(url.conninfo)
+    query = "&".join(q for q in (parts.query, urlencode([(WORKSPACE_PARAM, name)])) if q)
+    out = urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
+    parse_store_url(out, f"workspace {name!r}")
+    return out
+
+
 def _hide(url: str) -> str:
     """`url` with the password of its netloc replaced by `***` (for a URL that does not parse,
     whatever follows `user:` up to the last `@`)."""
