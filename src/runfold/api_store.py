@@ -200,10 +200,12 @@ def _without_store(text: str) -> str:
     return "".join(kept)
 
 
-def copy_settings(src: Path, dest: Path) -> None:
+def copy_settings(src: Path, dest: Path, store: str | None = None) -> None:
     """Give workspace `dest` the settings file of `src` without its top-level `store` line (the
-    file ledger needs none), unless `dest` has one already."""
+    file ledger needs none), headed by `store = "<store>"` when `store` is given, unless `dest`
+    has a settings file already."""
     source, target = Layout(src).root / "config.toml", Layout(dest).root / "config.toml"
     if target.exists() or not source.exists():
         return
-    target.write_text(_without_store(source.read_text(encoding="utf-8")), encoding="utf-8")
+    head = "" if store is None else "store = " + json.dumps(store, ensure_ascii=False) + "\n"
+    target.write_text(head + _without_store(source.read_text(encoding="utf-8")), encoding="utf-8")

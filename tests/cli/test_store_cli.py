@@ -166,3 +166,15 @@ def test_migrate_a_workspace_with_runs_and_back(tmp_path: Path, pg_url: str) -> 
     cfg.write_text(f'store = "{pg_url}"\n' + cfg.read_text(encoding="utf-8"), encoding="utf-8")
     assert json.loads(run_cli("verify", "--json", "-w", ws, cwd=ws).out)["head"] == head
     assert "requests byte-exact" in run_cli("replay", "-w", ws, cwd=ws).out
+
+
+def test_verify_and_log_name_the_store_not_segment_files(tmp_path: Path, pg_url: str) -> None:
+    ws = tmp_path / "ws"
+    assert run_cli("init", "-w", ws, "--store", pg_url, cwd=tmp_path).code == 0
+    verified = run_cli("verify", "-w", ws, cwd=tmp_path)
+    assert verified.code == 0 and "bytes from postgresql://" in verified.out and "segment(s)" not in verified.out
+    empty = tmp_path / "empty"  # a directory naming a workspace the database holds no line of
+    (empty / ".runfold").mkdir(parents=True)
+    (empty / ".runfold" / "config.toml").write_text(f'store = "{pg_url}-none"\n', encoding="utf-8")
+    log = run_cli("log", "-w", empty, cwd=tmp_path)
+    assert "the store holds no line for workspace" in log.err and "segment files" not in log.err, log.err

@@ -238,3 +238,53 @@ def test_ctrl_c_stops_a_batch_as_cancelled_with_every_run_frozen(tmp_path: Path)
         frozen = {r.env.run for r in ws.records(kind=Kind.RUN_FROZEN.value)}
         assert set(started_counts(root)) <= frozen  # nothing left running
         assert ws.verify().lines > 0
+
+def test_an_address_where_no_ray_head_answers_is_an_error_within_the_timeout(tmp_path: Path) -> None:
+    """A port that accepts connections but is not a Ray head (another service): Ray retries
+    for ten minutes and more; the connect gives up after its timeout and nothing is run."""
+    import socket
+    import subprocess
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+        code = (
+            "from runfold.server.batch import connect\n"
+            "from runfold.core.errors import RunfoldError\n"
+            "try:\n"
+            f"    connect('127.0.0.1:{port}', workers=1, timeout_s=10)\n"
+            "except RunfoldError as err:\n"
+            "    print(err.display())\n"
+            "    raise SystemExit(2)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stdout.startswith(f"E_INVALID_ARGS: cannot reach the Ray cluster (no Ray head answered there within 10 s) on --ray 127.0.0.1:{port}")
+
+
+def test_the_shards_of_a_postgresql_workspace_keep_their_ledgers_in_the_database(
+    cluster: object, tmp_path: Path, pg_url: str
+) -> None:
+    from runfold.store.backend import parse_store_url, store_setting
+
+    root = Workspace.init(tmp_path / "ws", pg_url).root
+    name = parse_store_url(pg_url).name
+    roots = shard_roots(root, 2)
+    for k, shard in enumerate(roots):
+        url = store_setting(shard)
+        assert url is not None and url.name == f"{name}/shards/{k}"
+        assert not list((shard / ".runfold" / "ledger").glob("ledger-*"))  # no file ledger beside it
+    runner = BatchRunner(roots, concurrency=4)
+    runner.claim()
+    report = runner.run(read_tasks(tasks_file(tmp_path, 4, script(tmp_path))))
+    runner.stop()
+    check = audit(report)
+    assert check["frozen"] == check["runs"] == 4 and check["started_twice"] == [] and check["missing"] == []
+    held = {}
+    for shard in roots:
+        with Workspace.open(shard) as ws:
+            assert ws.verify().path.startswith("postgresql://")
+            held.update(started_counts(shard))
+    assert sorted(held) == sorted(r.run for r in report.results) and set(held.values()) == {1}
+    assert shard_roots(root, 2) == roots  # a second batch joins the same shards

@@ -446,6 +446,7 @@ def test_pg_line_waiter_wakes_when_a_batch_commits(tmp_path: Path, pg_url: str) 
         ('store = "mysql://x/y"\n', "scheme 'mysql'"),
         ("store = 3\n", "not a non-empty string"),
         ('store = "postgresql://x/y?workspace="\n', "workspace name"),
+        ('store = "postgresql://u:secret@[::1/y"\n', "does not parse"),
     ],
 )
 def test_a_bad_store_setting_is_one_line_naming_the_fix(tmp_path: Path, toml: str, needle: str) -> None:
@@ -456,6 +457,7 @@ def test_a_bad_store_setting_is_one_line_naming_the_fix(tmp_path: Path, toml: st
         Workspace.open(tmp_path).records()
     assert err.value.code is ErrorCode.CONFIG_INVALID
     assert needle in str(err.value) and "\n" not in str(err.value) and "postgresql://" in err.value.recovery
+    assert "secret" not in str(err.value)
 
 
 def test_an_unreachable_server_is_one_line_naming_the_fix(tmp_path: Path) -> None:

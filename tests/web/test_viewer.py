@@ -4,6 +4,7 @@ lines read through the index equals the slice of all of them, and the live tail 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -81,3 +82,42 @@ def test_the_live_tail_sends_lines_in_seq_order_and_resumes_after_last_event_id(
         assert [i for i, _ in resumed] == seqs[5:]
         whole = _events(f"{url}/tail?since=3", {}, len(every) - 3)
         assert [i for i, _ in whole] == list(every)[3:]
+
+
+class _Connected:
+    """The request of a tail whose client stays connected."""
+
+    async def is_disconnected(self) -> bool:
+        return False
+
+
+def test_the_tail_of_a_postgresql_workspace_is_woken_by_notify_not_by_a_poll(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runfold.core.records import Draft
+    from runfold.store.backend import open_ledger
+    from runfold.web import live
+    from runfold.web.viewer import Viewer
+
+    root = Workspace.init(tmp_path / "ws", pg_url).root
+    monkeypatch.setattr(live, "POLL_S", 3600.0)  # a poll would come far too late
+    monkeypatch.setattr(live, "NOTIFY_WAIT_S", 3600.0)  # only the writer's NOTIFY ends a wait
+    run = "0190f6a2-7c4a-7bbb-9d1e-00000000000a"
+
+    def commit_a_line() -> None:
+        with open_ledger(root, writer=True) as w:
+            w.append([Draft(run, "lab/room1", "steer_received", {"source": "user", "text": "hi"}, addr="lab/room1")])
+
+    async def main() -> None:
+        events = live.tail_events(Viewer(root), _Connected(), None, 0)
+        assert await anext(events) == "retry: 1000\n\n"
+        assert (await asyncio.wait_for(anext(events), 60)).startswith("id: 0\n")  # the history
+        waiting = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # nothing new: the tail waits
+        await asyncio.to_thread(commit_a_line)
+        line = await asyncio.wait_for(waiting, 60)
+        assert line.startswith("id: 1\nevent: line\n") and '"kind": "steer_received"' in line
+        await events.aclose()
+
+    asyncio.run(main())

@@ -252,7 +252,7 @@ def verify_cmd(
     con.print(f"head: {report.head}", markup=False)
     con.print(f"format version: {versions}", markup=False)
     con.print(
-        f"read {count(report.bytes)} bytes in {count(report.segments)} segment(s), {report.seconds:.3f} s, "
+        f"read {count(report.bytes)} bytes {_read_from(report.segments, report.path)}, {report.seconds:.3f} s, "
         f"{report.mb_per_s:.1f} MB/s",
         markup=False,
     )
@@ -394,7 +394,7 @@ def log_cmd(
     con = out_console()
     if empty:
         err_console().print(
-            f"the ledger holds no line: its segment files are empty (`runfold verify{workspace_flag(ws.root)}` says what to do)",
+            f"the ledger holds no line: {_empty_why(ws.root)} (`runfold verify{workspace_flag(ws.root)}` says what to do)",
             markup=False,
         )
         return
@@ -482,11 +482,28 @@ def _seq_to_show(text: str, ws: Workspace) -> int:
             f"shows the newest line and `runfold log{flag}` lists every line with its seq"
         )
     else:
-        where = f"this ledger holds no line: its segment files are empty (`runfold verify{flag}` says what to do)"
+        where = f"this ledger holds no line: {_empty_why(ws.root)} (`runfold verify{flag}` says what to do)"
     raise invalid_args(f"show seq {text} ({why})", str(ws.root), where)
 
 
 _SEQ_TEXT = re.compile(r"-?[0-9]+")
+
+
+def _read_from(segments: int, path: str) -> str:
+    """Where verify read its lines: `in N segment(s)` of a file ledger, `from URL workspace NAME`
+    of a PostgreSQL store (which has no segments)."""
+    return f"in {count(segments)} segment(s)" if segments else f"from {path}"
+
+
+def _empty_why(root: Path) -> str:
+    """Why a ledger that opened holds no line: its segment files are empty, or its store holds
+    no line for the workspace."""
+    from runfold.store.backend import store_setting
+
+    url = store_setting(root) if root.is_dir() else None
+    if url is None:
+        return "its segment files are empty"
+    return f"the store holds no line for workspace {url.name!r} ({url.shown})"
 
 
 def show_cmd(

@@ -3,7 +3,7 @@ cluster, with a limit on how many run at once (DESIGN.md §7).
 
 One owner actor holds each workspace's single writer, so `workers` actors drive `workers`
 workspaces: the workspace itself for one worker, else shards `.runfold/shards/<k>/` (each a
-whole workspace with its own ledger). Each task gets a run id before it is dispatched and the
+whole workspace with its own ledger, in the store of the workspace). Each task gets a run id before it is dispatched and the
 dispatch is idempotent, so after an actor died and Ray restarted it the runner asks again and
 the ledger decides: a run it holds is never started twice (resume froze it `process_died`; with
 `continue_lost` a successor continues it), a run it does not hold is started then.
@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
 from runfold.runtime.spec import new_run_id
 from runfold.server.owner import SPEC_FIELDS, spec_of
 from runfold.server.ray_owner import NAMESPACE, claim_owner, ray_module
+from runfold.store.backend import store_setting, with_workspace
 
 TASK_FIELDS = ("id", *SPEC_FIELDS)
 """The fields a task line may hold: `task` (required), an optional `id` naming it in the
@@ -45,6 +47,9 @@ SESSION_ROOT_MAX = 40
 bytes of session and socket names, and a unix socket path holds at most 107."""
 RETRY_WINDOW_S = 300.0
 """How long a task keeps asking a dead owner actor again while Ray restarts it."""
+CONNECT_TIMEOUT_S = 60.0
+"""How long connecting to a running cluster may take: Ray itself retries for ten minutes and
+more when the address answers but is not a Ray head (another service on that port)."""
 
 
 @dataclass(frozen=True)
@@ -236,18 +241,22 @@ def read_tasks(path: Path, *, model: str | None = None, base: Path | None = None
 
 def shard_roots(root: Path, workers: int) -> list[Path]:
     """The workspaces `workers` owners drive: `[root]` for one, else `root/.runfold/shards/<k>`
-    for k < workers, created when missing (a file ledger with the settings of `root`)."""
+    for k < workers, created when missing with the settings of `root` and a ledger in the store
+    of `root`: files, or, for a ledger in PostgreSQL, workspace `<name>/shards/<k>` of the same
+    database (joined when it holds lines already)."""
     if workers < 1:
         raise invalid_args("run a batch", f"--workers {workers}", "give at least 1")
     if workers == 1:
         return [root]
+    store = store_setting(root)
     out = []
     for k in range(workers):
         shard = root / ".runfold" / "shards" / str(k)
         if not (shard / ".runfold").exists():
-            Workspace.init(shard)
+            url = None if store is None else with_workspace(store, f"{store.name}/shards/{k}")
+            Workspace.init(shard, url)
             (shard / ".runfold" / "config.toml").unlink()
-            copy_settings(root, shard)
+            copy_settings(root, shard, url)
         out.append(shard)
     return out
 
@@ -286,11 +295,31 @@ def _session_root() -> str | None:
     return None if len(default) <= SESSION_ROOT_MAX else "/tmp/ray"
 
 
-def connect(address: str, *, workers: int) -> None:
+def _init_within(ray: Any, address: str, timeout_s: float, options: dict[str, Any]) -> None:
+    """`ray.init(address)` on a helper thread, given up after `timeout_s` s (the thread, stuck
+    in Ray's own retries, is a daemon and does not keep the process alive)."""
+    failed: list[BaseException] = []
+
+    def init() -> None:
+        try:
+            ray.init(address=address, **options)
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=init, name="runfold-ray-connect", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise _unreachable(address, f"no Ray head answered there within {timeout_s:.0f} s")
+    if failed:
+        raise failed[0]
+
+
+def connect(address: str, *, workers: int, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """Connect this process to a Ray cluster: `local` starts one on this machine with `workers`
-    CPUs; anything else is the address of a running cluster (`host:port`, `ray://…`, `auto`).
-    Raises `E_INVALID_ARGS` when the cluster cannot be reached (never runs elsewhere instead)
-    and `E_CONFIG_INVALID` when the `ray` extra is missing."""
+    CPUs; anything else is the address of a running cluster (`host:port`, `ray://…`, `auto`),
+    reached within `timeout_s` s. Raises `E_INVALID_ARGS` when the cluster cannot be reached
+    (never runs elsewhere instead) and `E_CONFIG_INVALID` when the `ray` extra is missing."""
     ray = ray_module()
     if ray.is_initialized():
         return
@@ -310,7 +339,7 @@ def connect(address: str, *, workers: int) -> None:
     if why is not None:
         raise _unreachable(address, why)
     try:
-        ray.init(address=address, **quiet)
+        _init_within(ray, address, timeout_s, quiet)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         raise _unreachable(address, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__) from None
 

@@ -8,6 +8,7 @@ command works on either backend through the `LedgerWriter` shape.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ WORKSPACE_PARAM = "workspace"
 """The URL query parameter naming the workspace inside the database (default `default`)."""
 DEFAULT_NAME = "default"
 _NAME_MAX = 200
+_PASSWORD = re.compile(r"^([^:/]+://[^:/@]*:)[^/]*@")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,10 @@ def parse_store_url(url: object, where: str = "store") -> StoreUrl:
     """
     if not isinstance(url, str) or not url:
         raise _bad_url(repr(url), "not a non-empty string", where)
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed [ of an IPv6 host
+        raise _bad_url(_hide(url), f"it does not parse: {exc}", where) from None
     if parts.scheme not in SCHEMES:
         raise _bad_url(_hide(url), f"scheme {parts.scheme or '(none)'!r} is not postgresql", where)
     if parts.fragment:
@@ -78,9 +83,23 @@ def parse_store_url(url: object, where: str = "store") -> StoreUrl:
     return StoreUrl(conninfo=conninfo, name=name, shown=_hide(url))
 
 
+def with_workspace(url: StoreUrl, name: str) -> str:
+    """The URL of workspace `name` in the same database as `url` (its password kept, for the
+    settings file). Raises `E_CONFIG_INVALID` for a name `parse_store_url` would refuse."""
+    parts = urlsplit(url.conninfo)
+    query = "&".join(q for q in (parts.query, urlencode([(WORKSPACE_PARAM, name)])) if q)
+    out = urlunsplit((parts.scheme, parts.netloc, parts.path, query, ""))
+    parse_store_url(out, f"workspace {name!r}")
+    return out
+
+
 def _hide(url: str) -> str:
-    """`url` with the password of its netloc replaced by `***`."""
-    parts = urlsplit(url)
+    """`url` with the password of its netloc replaced by `***` (for a URL that does not parse,
+    whatever follows `user:` up to the last `@`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _PASSWORD.sub(r"\1***@", url)
     if parts.password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)

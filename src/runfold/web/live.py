@@ -1,31 +1,106 @@
-"""The live tail and the actions. The tail is Server-Sent Events over the ledger: each poll opens
+"""The live tail and the actions. The tail is Server-Sent Events over the ledger: each read opens
 a fresh reader (readers need no lock) and sends the lines past the last one sent, in seq order,
 each with its seq as the event id, so a reconnect (`Last-Event-ID`) resumes where it stopped and
-nothing already shown is ever reordered. The actions (steer, cancel, fork, continue, approve or
-deny a waiting call) are form posts that need the page's CSRF
-token and a same-origin request; they call the site's `WebActions`.
+nothing already shown is ever reordered. A workspace whose ledger is in PostgreSQL is read again
+when the writer's NOTIFY says lines were committed (`runfold.store.follow.line_waiter`); a file
+ledger is polled. The actions (steer, cancel, fork, continue, approve or deny a waiting call)
+are form posts that need the page's CSRF token and a same-origin request; they call the site's
+`WebActions`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from runfold.core.records import Record
+from runfold.store.backend import store_setting
+from runfold.store.follow import LineWait, line_waiter
 from runfold.web.actions import ActionError, Done
 from runfold.web.site import Site, friendly
-from runfold.web.viewer import row_of
+from runfold.web.viewer import Viewer, row_of
 
 POLL_S = 0.25
-"""How often the tail looks for new lines."""
+"""How often the tail looks for new lines of a file ledger."""
+NOTIFY_WAIT_S = 1.0
+"""How long the tail of a PostgreSQL-backed workspace waits for a NOTIFY before it checks that
+its client is still connected (a NOTIFY ends the wait at once)."""
 BATCH = 500
 KEEPALIVE_S = 15.0
+
+
+class Connection(Protocol):
+    """What the tail needs of its request: whether the client went away."""
+
+    async def is_disconnected(self) -> bool: ...
+
+
+def _read(viewer: Viewer, run: str | None, since: int) -> tuple[list[Record], int]:
+    """Up to `BATCH` lines (of `run`, when given) from seq `since`, and the ledger's next seq."""
+    with viewer.open() as ws:
+        stop = ws.seq_range().stop
+        if since >= stop:
+            return [], stop
+        return ws.records(run=run, since=since, limit=BATCH), stop
+
+
+def _notified(viewer: Viewer) -> LineWait | None:
+    """The LISTEN/NOTIFY waiter of a PostgreSQL-backed workspace; None for a file ledger (or a
+    bare ledger file), which is polled."""
+    if not viewer.root.is_dir() or store_setting(viewer.root) is None:
+        return None
+    return line_waiter(viewer.root).waiter
+
+
+async def tail_events(viewer: Viewer, request: Connection, run: str | None, since: int) -> AsyncIterator[str]:
+    """The Server-Sent Events of the tail: `retry`, then one `line` event per line (of `run`,
+    when given) from seq `since` on, in seq order with its seq as the id, until the client goes
+    away; a keep-alive comment after `KEEPALIVE_S` s without a line; a `failed` event naming the
+    error that stops it (a damaged line, the database gone)."""
+    yield "retry: 1000\n\n"
+    next_seq = since
+    quiet_since = time.monotonic()
+    waiter: LineWait | None = None
+    try:
+        waiter = await run_in_threadpool(_notified, viewer)
+        while not await request.is_disconnected():
+            try:
+                batch, stop = await run_in_threadpool(_read, viewer, run, next_seq)
+            except Exception as exc:  # the page says why the tail stopped, and it stops
+                yield f"event: failed\ndata: {json.dumps(str(exc))}\n\n"
+                return
+            for rec in batch:
+                if rec.seq < next_seq:
+                    continue  # never send a line twice, never out of order
+                data = json.dumps(row_of(rec).to_data(), ensure_ascii=False)
+                yield f"id: {rec.seq}\nevent: line\ndata: {data}\n\n"
+                next_seq = rec.seq + 1
+            if batch:
+                quiet_since = time.monotonic()
+                continue
+            if time.monotonic() - quiet_since >= KEEPALIVE_S:
+                quiet_since = time.monotonic()
+                yield ": keepalive\n\n"
+            if waiter is None:
+                await asyncio.sleep(POLL_S)
+                continue
+            try:  # until a line past the ledger's head is committed, or the wait's time is up
+                await run_in_threadpool(waiter.wait, stop, NOTIFY_WAIT_S)
+            except Exception as exc:
+                yield f"event: failed\ndata: {json.dumps(str(exc))}\n\n"
+                return
+    except Exception as exc:  # the store could not be reached to listen
+        yield f"event: failed\ndata: {json.dumps(str(exc))}\n\n"
+    finally:
+        if waiter is not None:
+            waiter.close()
 
 
 def _start(request: Request, since: int | None) -> int:
@@ -39,40 +114,9 @@ def add_routes(router: APIRouter, site: Site) -> None:
     """Add the live tail and the action posts to `router`."""
     viewer = site.viewer
 
-    def read(run: str | None, since: int) -> list[Record]:
-        with viewer.open() as ws:
-            if since >= ws.seq_range().stop:
-                return []
-            return ws.records(run=run, since=since, limit=BATCH)
-
-    async def stream(request: Request, run: str | None, since: int) -> AsyncIterator[str]:
-        yield "retry: 1000\n\n"
-        next_seq = since
-        quiet = 0.0
-        while not await request.is_disconnected():
-            try:
-                batch = await run_in_threadpool(read, run, next_seq)
-            except Exception as exc:  # the page says why the tail stopped, and it stops
-                yield f"event: failed\ndata: {json.dumps(str(exc))}\n\n"
-                return
-            for rec in batch:
-                if rec.seq < next_seq:
-                    continue  # never send a line twice, never out of order
-                data = json.dumps(row_of(rec).to_data(), ensure_ascii=False)
-                yield f"id: {rec.seq}\nevent: line\ndata: {data}\n\n"
-                next_seq = rec.seq + 1
-            if batch:
-                quiet = 0.0
-                continue
-            quiet += POLL_S
-            if quiet >= KEEPALIVE_S:
-                quiet = 0.0
-                yield ": keepalive\n\n"
-            await asyncio.sleep(POLL_S)
-
     def sse(request: Request, run: str | None, since: int) -> StreamingResponse:
         return StreamingResponse(
-            stream(request, run, since),
+            tail_events(viewer, request, run, since),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
