@@ -239,6 +239,7 @@ def test_ctrl_c_stops_a_batch_as_cancelled_with_every_run_frozen(tmp_path: Path)
         assert set(started_counts(root)) <= frozen  # nothing left running
         assert ws.verify().lines > 0
 
+
 def test_an_address_where_no_ray_head_answers_is_an_error_within_the_timeout(tmp_path: Path) -> None:
     """A port that accepts connections but is not a Ray head (another service): Ray retries
     for ten minutes and more; the connect gives up after its timeout and nothing is run."""
