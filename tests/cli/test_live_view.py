@@ -86,5 +86,8 @@ def test_a_call_line_has_single_spaces_with_or_without_a_subject() -> None:
     view._on_tool_called(None, {"name": "wait_for_reply", "effect": "write"})  # type: ignore[arg-type]
     view._on_tool_called(None, {"name": "write_file", "subject": "a.md", "effect": "write"})  # type: ignore[arg-type]
     view._on_tool_called(None, {"name": "list_dir", "subject": ".", "effect": "read"})  # type: ignore[arg-type]
+    view._on_tool_called(None, {"name": "exec", "subject": "rm todo.md", "effect": "write"})  # type: ignore[arg-type]
     shown = [line.split("] ", 1)[1] for line in buf.getvalue().splitlines()]
-    assert shown == ["  → wait_for_reply (writes)", '  → write_file "a.md" (writes)', '  → list_dir "."']
+    assert shown == [
+        "  → wait_for_reply (writes)", '  → write_file "a.md" (writes)', '  → list_dir "."', '  → exec "rm todo.md" (exec)'
+    ]  # fmt: skip

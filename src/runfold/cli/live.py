@@ -243,7 +243,10 @@ class LiveView:
         self.tool_calls += 1
         subject = _str(data, "subject")
         effect = _str(data, "effect")
-        parts = [_str(data, "name"), head(subject, 80) if subject else "", "(writes)" if effect == "write" else ""]
+        name = _str(data, "name")
+        # the approval class a person sets with --approve: `exec` apart from the writing tools
+        kind = "(exec)" if name == "exec" else "(writes)" if effect == "write" else ""
+        parts = [name, head(subject, 80) if subject else "", kind]
         self.line("  → " + " ".join(p for p in parts if p))
 
     def _on_tool_result(self, record: Record, data: dict[str, Any]) -> None:
