@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 from srv_support import Server, make_workspace, sse_events, start_server, ten_turns, wait_state, write_script
 
@@ -189,3 +190,11 @@ def test_reads_from_many_clients_while_runs_write_never_disturb_the_writer(serve
         assert failures == []
         assert served.proc.poll() is None
         assert c.get("/verify").json()["ok"] is True
+
+
+def test_the_printed_api_address_leads_to_the_docs(served: Server) -> None:
+    with httpx.Client(base_url=served.url, timeout=60) as c:
+        for path in ("/api", "/api/"):
+            got = c.get(path)
+            assert got.status_code == 307 and got.headers["location"] == "/api/docs", (path, got.text)
+        assert c.get("/api", follow_redirects=True).status_code == 200

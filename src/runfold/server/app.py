@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
@@ -519,6 +519,11 @@ def build_app(
         return VerifyAnswer(ok=True, lines=report.lines, head=report.head)
 
     app.include_router(api)
+
+    @app.get(API, include_in_schema=False)
+    @app.get(f"{API}/", include_in_schema=False)
+    async def api_root() -> RedirectResponse:
+        return RedirectResponse(f"{API}/docs")  # the address `serve` prints answers with the docs
 
     @app.get(f"{API}/health", summary="Liveness (no token asked)")
     def health() -> dict[str, bool]:
