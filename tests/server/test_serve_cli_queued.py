@@ -60,7 +60,7 @@ def test_a_queued_run_is_listed_steer_names_its_state_and_cancel_drops_it(full: 
     table = cli(srv.root, "runs")
     assert any(line.split()[1:2] == ["queued"] and line.endswith("waits its turn") for line in table.stdout.splitlines())
     steer = cli(srv.root, "steer", run[:13], "hurry")
-    assert steer.returncode != 0 and "queued" in steer.stderr and "no run id starts with" not in steer.stderr
+    assert steer.returncode != 0 and "(it is queued: it has not started) on run " in steer.stderr and "`runfold runs`" in steer.stderr
     cancel = cli(srv.root, "cancel", run[:13])
     assert cancel.returncode == 0, cancel.stderr
     assert f"run {run} was queued on the server and is dropped: it never started" in cancel.stdout

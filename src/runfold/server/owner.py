@@ -440,11 +440,12 @@ class RunOwner:
             if type == "cancel" and h.state == "queued":
                 self.cancel_queued(run)
                 return {"run": run, "signal": None, "state": "dropped"}
-            raise conflict(
-                f"{what} (run {run} is {h.state}: it has not started)",
-                run,
-                f"steer it once it runs (`GET /api/runs/{run}` shows its state), or cancel it",
-            )
+            later = {
+                "queued": f"{type} it once it runs (`runfold runs` or `GET /api/runs` shows its state), or cancel it",
+                "dropped": "it was dropped from the queue and will never run; dispatch a new run",
+                "refused": "it could not start (`GET /api/runs` says why); dispatch it again",
+            }[h.state]
+            raise conflict(f"{what} (it is {h.state}: it has not started)", run, later)
         if type == "steer":
             if not text.strip():
                 raise invalid_args(what, "text", "give the words to deliver (not empty)")
