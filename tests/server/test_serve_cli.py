@@ -100,6 +100,10 @@ def test_a_second_plain_run_names_runfold_serve(tmp_path: Path) -> None:
         second = cli(root, "run", "second", "--model", f"script:{slow}")
         assert second.returncode != 0
         assert "E_LEDGER_HELD" in second.stderr and "runfold serve" in second.stderr
+        # a server cannot start beside it either, and is told to wait, not to start a server
+        serve = cli(root, "serve", "--port", "0")
+        assert serve.returncode == 3, serve.stderr
+        assert serve.stderr.strip().endswith("wait for that process to finish (or stop it), then start `runfold serve` again")
     finally:
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=120)

@@ -16,14 +16,22 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runfold.core.errors import ErrorCode, RunfoldError, invalid_args
 from runfold.server.limits import DEFAULT_MAX_BODY
 from runfold.server.owner import DEFAULT_MAX_RUNS, HostedWorkspace, RunOwner
 from runfold.store.ledger import now_ms
-from runfold.store.serving import ServeInfo, new_token, read_token, remove_info, token_path, write_info
+from runfold.store.serving import (
+    ServeInfo,
+    find_server,
+    new_token,
+    read_token,
+    remove_info,
+    token_path,
+    write_info,
+)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
@@ -216,7 +224,12 @@ def run_server(ws_root: Path, opts: ServeOptions) -> None:
         asyncio.run(serve(ws_root, opts))
     except KeyboardInterrupt:
         pass
-    except RunfoldError:
+    except RunfoldError as err:
+        if err.code is ErrorCode.LEDGER_HELD and find_server(ws_root) is None:
+            # the holder is a plain run, not a server: starting a server is what was asked
+            raise replace(
+                err, recovery="wait for that process to finish (or stop it), then start `runfold serve` again"
+            ) from None
         raise
     except OSError as exc:  # pragma: no cover - the bind and the writer name their own faults
         raise RunfoldError(ErrorCode.STORAGE_FATAL, f"serve ({exc})", str(ws_root), "check the workspace and retry") from None
