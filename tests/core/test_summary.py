@@ -56,6 +56,10 @@ def test_kind_specific_summaries() -> None:
         _env("run_frozen", {"completion": "done", "evidence": [{"kind": "model_returned", "seq": 9}]})
     )
     assert frozen == "done evidence seq 9"
+    waited = summarize(_env("signal_wait_ended", {"outcome": "replied", "replied": ["a", "b"], "pending": []}))
+    assert waited == "ended replied 2 replies"
+    short = summarize(_env("signal_wait_ended", {"outcome": "timeout", "replied": ["a"], "pending": ["b"]}))
+    assert short == "ended timeout 1 reply 1 pending"
     assert summarize(_env("future_kind", {"x": 1})).startswith("(kind unknown to this build")
 
 

@@ -384,9 +384,10 @@ def _signal_wait_started(d: dict[str, Any]) -> str:
 
 def _signal_wait_ended(d: dict[str, Any]) -> str:
     replied, pending = d.get("replied"), d.get("pending")
+    n = len(replied) if isinstance(replied, list) else 0
     return _join(
-        _s(d, "outcome") or "?",
-        f"{len(replied) if isinstance(replied, list) else 0} replied",
+        f"ended {_s(d, 'outcome') or '?'}",
+        f"{n} {'reply' if n == 1 else 'replies'}",
         f"{len(pending)} pending" if isinstance(pending, list) and pending else None,
     )
 

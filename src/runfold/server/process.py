@@ -190,7 +190,7 @@ async def serve(
         if owner.recovered:
             announce(f"{len(owner.recovered)} queued run(s) from the previous server queued again")
         auth = f"bearer token in {tfile}" if tfile else "no token (loopback only)"
-        announce(f"runfold serve: {public}/api (docs {public}/api/docs) · workspace {ws_root} · {auth} · max {owner.max_runs} runs at once")
+        announce(f"runfold serve: {public}/api (docs {public}/api/docs) · workspace {ws_root} · {auth} · max {owner.max_runs} run{'' if owner.max_runs == 1 else 's'} at once")
         login = f" (one-time login link: {public}/login?code={pages.login_code})" if pages.login_code else ""
         announce(f"web page: {public}/{login}")
         await server.serve(sockets=[sock])
