@@ -58,6 +58,7 @@ def test_a_tool_call_with_an_empty_id_or_name_is_refused_and_the_run_goes_on(
     assert [r.env.data["id"] for r in lines if r.kind_name == "tool_called"] == ["c1"]
     fired = [r.env.data for r in lines if r.kind_name == "watchdog_fired"]
     assert [f["reason"] for f in fired] == ["malformed_reply"]
+    assert fired[0]["detail"].startswith("content[0] is a tool call with an empty ")  # says what was wrong
     assert ws.replay(out.run_id).ok
     # the run can be continued (no E_WIRE_MISMATCH on every continue)
     nxt = asyncio.run(ws.arun("", continues=out.run_id, model=ScriptedProvider.of([_text("still ok")])))

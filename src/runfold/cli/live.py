@@ -265,7 +265,8 @@ class LiveView:
         reason = _str(data, "reason") or "watchdog"
         delay = data.get("delay_ms")
         wait = f", retrying in {delay} ms" if isinstance(delay, int) else ""
-        self.line(f"  ! {reason} (attempt {_int(data, 'attempt')}){wait}")
+        detail = _str(data, "detail")
+        self.line(f"  ! {reason} (attempt {_int(data, 'attempt')}){wait}" + (f": {head(detail, 120)}" if detail else ""))
 
     def _on_steer_received(self, record: Record, data: dict[str, Any]) -> None:
         self.line(f"  steer from {_str(data, 'source') or '?'}: {head(_str(data, 'text'), 100)}")

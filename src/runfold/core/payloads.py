@@ -322,14 +322,17 @@ class CancelReceived(Payload):
 
 @dataclasses.dataclass(kw_only=True)
 class WatchdogFired(Payload):
-    """A retry or stall guard fired: `reason` (e.g. `http_429`, `stream_cut`, `connection_refused`, `repeat`)."""
+    """A retry or stall guard fired: `reason` (e.g. `http_429`, `stream_cut`, `connection_refused`,
+    `repeat`, `malformed_reply`); `detail` what was wrong, when a reason has more to say (for
+    `malformed_reply`: which block of the refused reply, and why)."""
 
     KIND = Kind.WATCHDOG_FIRED
-    OPTIONAL = frozenset({"status", "delay_ms"})
+    OPTIONAL = frozenset({"status", "delay_ms", "detail"})
     reason: str = ""
     attempt: int = 0
     status: int | None = None
     delay_ms: int | None = None
+    detail: str | None = None
 
 
 @dataclasses.dataclass(kw_only=True)

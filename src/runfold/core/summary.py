@@ -287,6 +287,7 @@ def _watchdog_fired(d: dict[str, Any]) -> str:
         f"attempt {_i(d, 'attempt')}" if _i(d, "attempt") is not None else None,
         f"status {_i(d, 'status')}" if _i(d, "status") is not None else None,
         f"delay {_i(d, 'delay_ms')} ms" if _i(d, "delay_ms") is not None else None,
+        head(_s(d, "detail") or "") or None,
     )
 
 

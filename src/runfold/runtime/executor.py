@@ -487,7 +487,7 @@ class RunLoop:
                     )
                 delay = policy.delay_ms(attempt, None, self.rand())
                 self._write(
-                    WatchdogFired(reason=MALFORMED_REPLY, attempt=attempt, delay_ms=delay), who=RUNTIME
+                    WatchdogFired(reason=MALFORMED_REPLY, attempt=attempt, delay_ms=delay, detail=problem), who=RUNTIME
                 )
                 if await self.points.race(self.sleep(delay / 1000)) is Interrupted.CANCELLED:
                     return self.points.cancelled("during a back-off")
