@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from import_support import FIXTURES
 
 from runfold.api import Workspace
+from runfold.core.errors import RunfoldError
 from runfold.importers import Compaction, Reply, Result, Text, read_plan
 
 CC = FIXTURES / "claude-code-coverage-fix.jsonl"
@@ -502,3 +504,28 @@ def test_openhands_finish_without_observation_is_closed_like_a_lost_call(tmp_pat
     last = [r for r in ws.records(run=run.run) if r.kind_name == "tool_result"][-1]
     assert last.env.data["name"] == "finish" and last.env.data["error"]["code"] == "E_TOOL_OUTCOME_UNKNOWN"
     assert ws.request_at(run.run).verdicts == ALL_VALID
+
+
+def test_swe_agent_before_1_1_0_without_history_reads_the_last_steps_messages() -> None:
+    """A trajectory from before 1.1.0 without `history`: its steps hold `messages` (`query`
+    after); the last step's is read, and the facts say it may be partial."""
+    traj = json.loads(SWE.read_text())
+    history = traj.pop("history")
+    traj["trajectory"] = [{"action": "submit", "messages": history, "observation": "", "response": ""}]
+    traj["info"] = {"swe_agent_version": "1.0.1"}
+    plan = _plan(json.dumps(traj).encode(), "swe-agent")
+    (session,) = plan.sessions
+    results = [e for e in session.events if isinstance(e, Result)]
+    assert len(results) == sum(1 for m in history if m["role"] == "tool")
+    assert results[0].origin[0].startswith("trajectory[0].messages[")
+    assert "partial" in session.facts
+
+
+def test_swe_agent_unknown_major_version_is_refused_naming_it() -> None:
+    traj = json.loads(SWE.read_text())
+    traj["info"] = {"swe_agent_version": "2.0.0"}
+    with pytest.raises(RunfoldError) as err:
+        _plan(json.dumps(traj).encode(), "swe-agent")
+    shown = err.value.display()
+    assert "on info.swe_agent_version of" in shown and "SWE-agent version 2.0.0" in shown, shown
+    assert "this build reads the trajectories of SWE-agent 0.x and 1.x" in shown
