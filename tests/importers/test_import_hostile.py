@@ -257,3 +257,23 @@ def test_a_directory_is_refused_saying_what_to_give(tmp_path: Path) -> None:
         ws.import_session(tmp_path, "auto")
     assert err.value.display().startswith("E_INVALID_ARGS: cannot read the session file (it is a directory)")
     assert _ledger_bytes(ws.root) == before
+
+
+@pytest.mark.parametrize("blank", ["", "  \n", None])
+def test_a_blank_user_message_between_two_replies_is_not_a_turn(tmp_path: Path, blank: str | None) -> None:
+    """A user message with no text writes no line, so the replies around it are one reply, as
+    two assistant messages in a row are. Before: the run would not fold (a model call with no
+    user turn to answer) and the import was refused naming a seq of a run never written."""
+    chat = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": blank},
+        {"role": "assistant", "content": "b"},
+    ]
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps(chat))
+    ws = Workspace.init(tmp_path / "ws")
+    (run,) = ws.import_session(src, "openai-chat").runs
+    assert run.replies == 1
+    body = ws.request_at(run.run, dialect="openai-chat").body
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant"]

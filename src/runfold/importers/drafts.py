@@ -325,10 +325,11 @@ def _opening(session: Session) -> tuple[str, int | None]:
 
 def _merged(events: Sequence[Event]) -> list[Event]:
     """Consecutive replies with no user-side event between them as one reply (the conversation
-    never holds two assistant messages in a row); a reply with no blocks dropped."""
+    never holds two assistant messages in a row); a reply with no blocks, and user-side text
+    with nothing but whitespace (no line is written for it), dropped first."""
     out: list[Event] = []
     for ev in events:
-        if isinstance(ev, Reply) and not ev.blocks:
+        if (isinstance(ev, Reply) and not ev.blocks) or (isinstance(ev, Text) and not ev.text.strip()):
             continue
         prev = out[-1] if out else None
         if isinstance(ev, Reply) and isinstance(prev, Reply) and not prev.calls:
