@@ -529,3 +529,36 @@ def test_swe_agent_unknown_major_version_is_refused_naming_it() -> None:
     shown = err.value.display()
     assert "on info.swe_agent_version of" in shown and "SWE-agent version 2.0.0" in shown, shown
     assert "this build reads the trajectories of SWE-agent 0.x and 1.x" in shown
+
+
+def test_continue_leaves_foreign_reasoning_out_and_never_edits_it(tmp_path: Path) -> None:
+    """Codex's reasoning item is another provider's thinking: the ledger keeps it as the source
+    wrote it (summary and encrypted content), and a continuation on an Anthropic-dialect model
+    sends a first request without it, which the validator accepts."""
+    ws = Workspace.init(tmp_path / "ws")
+    src = tmp_path / "rollout.jsonl"
+    src.write_bytes(_codex(CODEX))
+    (imported,) = ws.import_session(src, "codex").runs
+    kept = [
+        b
+        for r in ws.records(run=imported.run)
+        if r.kind_name == "model_returned"
+        for b in r.env.data["message"]["content"]
+        if b["kind"] == "thinking"
+    ]
+    assert kept == [
+        {"dialect": "openai-responses", "kind": "thinking", "model": "gpt-5.2-codex",
+         "signature": "gAAA", "thinking": "I should run ls"}
+    ]  # fmt: skip
+    script = tmp_path / "reply.jsonl"
+    script.write_text(
+        '{"content":[{"kind":"text","text":"Still one file."}],"usage":{"input":5,"output":4}}\n'
+    )
+    outcome = ws.continue_run(imported.run, model=f"script:{script}#anthropic", builtin_tools=False)
+    assert outcome.completion == "done", outcome
+    (called,) = [r for r in ws.records(run=outcome.run_id) if r.kind_name == "model_called"]
+    first = ws.request_at(outcome.run_id, called.seq, dialect="anthropic")
+    sent = json.dumps(first.body)
+    assert "gAAA" not in sent and "I should run ls" not in sent
+    assert "list files" in sent and "There is one file." in sent
+    assert first.verdicts["anthropic"] == []
