@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from import_support import FIXTURES
 
 from runfold.api import Workspace
+from runfold.core.errors import RunfoldError
 from runfold.importers import Compaction, Reply, Result, Text, read_plan
 
 CC = FIXTURES / "claude-code-coverage-fix.jsonl"
@@ -502,3 +504,61 @@ def test_openhands_finish_without_observation_is_closed_like_a_lost_call(tmp_pat
     last = [r for r in ws.records(run=run.run) if r.kind_name == "tool_result"][-1]
     assert last.env.data["name"] == "finish" and last.env.data["error"]["code"] == "E_TOOL_OUTCOME_UNKNOWN"
     assert ws.request_at(run.run).verdicts == ALL_VALID
+
+
+def test_swe_agent_before_1_1_0_without_history_reads_the_last_steps_messages() -> None:
+    """A trajectory from before 1.1.0 without `history`: its steps hold `messages` (`query`
+    after); the last step's is read, and the facts say it may be partial."""
+    traj = json.loads(SWE.read_text())
+    history = traj.pop("history")
+    traj["trajectory"] = [{"action": "submit", "messages": history, "observation": "", "response": ""}]
+    traj["info"] = {"swe_agent_version": "1.0.1"}
+    plan = _plan(json.dumps(traj).encode(), "swe-agent")
+    (session,) = plan.sessions
+    results = [e for e in session.events if isinstance(e, Result)]
+    assert len(results) == sum(1 for m in history if m["role"] == "tool")
+    assert results[0].origin[0].startswith("trajectory[0].messages[")
+    assert "partial" in session.facts
+
+
+def test_swe_agent_unknown_major_version_is_refused_naming_it() -> None:
+    traj = json.loads(SWE.read_text())
+    traj["info"] = {"swe_agent_version": "2.0.0"}
+    with pytest.raises(RunfoldError) as err:
+        _plan(json.dumps(traj).encode(), "swe-agent")
+    shown = err.value.display()
+    assert "on info.swe_agent_version of" in shown and "SWE-agent version 2.0.0" in shown, shown
+    assert "this build reads the trajectories of SWE-agent 0.x and 1.x" in shown
+
+
+def test_continue_leaves_foreign_reasoning_out_and_never_edits_it(tmp_path: Path) -> None:
+    """Codex's reasoning item is another provider's thinking: the ledger keeps it as the source
+    wrote it (summary and encrypted content), and a continuation on an Anthropic-dialect model
+    sends a first request without it, which the validator accepts."""
+    ws = Workspace.init(tmp_path / "ws")
+    src = tmp_path / "rollout.jsonl"
+    src.write_bytes(_codex(CODEX))
+    (imported,) = ws.import_session(src, "codex").runs
+    kept = [
+        b
+        for r in ws.records(run=imported.run)
+        if r.kind_name == "model_returned"
+        for b in r.env.data["message"]["content"]
+        if b["kind"] == "thinking"
+    ]
+    assert kept == [
+        {"dialect": "openai-responses", "kind": "thinking", "model": "gpt-5.2-codex",
+         "signature": "gAAA", "thinking": "I should run ls"}
+    ]  # fmt: skip
+    script = tmp_path / "reply.jsonl"
+    script.write_text(
+        '{"content":[{"kind":"text","text":"Still one file."}],"usage":{"input":5,"output":4}}\n'
+    )
+    outcome = ws.continue_run(imported.run, model=f"script:{script}#anthropic", builtin_tools=False)
+    assert outcome.completion == "done", outcome
+    (called,) = [r for r in ws.records(run=outcome.run_id) if r.kind_name == "model_called"]
+    first = ws.request_at(outcome.run_id, called.seq, dialect="anthropic")
+    sent = json.dumps(first.body)
+    assert "gAAA" not in sent and "I should run ls" not in sent
+    assert "list files" in sent and "There is one file." in sent
+    assert first.verdicts["anthropic"] == []

@@ -32,6 +32,7 @@ from runfold.importers.plan import (
     Speaker,
     Text,
     as_int,
+    bad_source,
     check_version,
 )
 
@@ -92,7 +93,7 @@ def _split(
     seen: dict[str, int] = {}
     for n, row in rows:
         check_version(FORMAT, source, f"line {n}", "Claude Code", row.get("version"), KNOWN_MAJOR, SUPPORTED)
-        kind = row.get("type")
+        kind = row.get("type") if isinstance(row.get("type"), str) else None
         if kind == "system" and row.get("subtype") == "compact_boundary":
             bounds[str(row.get("uuid"))] = (n, row)
             continue
@@ -110,7 +111,7 @@ def _split(
 
 
 def _active(
-    lines: list[tuple[int, dict[str, Any]]], skipped: list[tuple[str, str]], prefix: str
+    lines: list[tuple[int, dict[str, Any]]], source: str, skipped: list[tuple[str, str]], prefix: str
 ) -> list[tuple[int, dict[str, Any]]]:
     """The lines of the active branch in file order: the last line's ancestry (a missing parent
     continues from the line before; a compaction root from its `logicalParentUuid`), the other
@@ -124,6 +125,15 @@ def _active(
         keep.add(i)
         row = lines[i][1]
         parent = row.get("parentUuid") or row.get("logicalParentUuid")
+        if isinstance(parent, str) and by_uuid.get(parent) in keep:
+            raise bad_source(
+                FORMAT,
+                source,
+                f"{prefix}line {lines[i][0]}",
+                f"its parent {parent} is the line itself or one of its descendants (line "
+                f"{lines[by_uuid[parent]][0]}): the uuid links form a cycle",
+                "the file was edited or damaged; repair that line's parentUuid and import again",
+            )
         if isinstance(parent, str):
             i = by_uuid.get(parent, i - 1 if i > 0 else None)  # a parent never written: the line before
         elif row.get("isCompactSummary") or (i > 0 and _is_root_after_compaction(row)):
@@ -132,16 +142,22 @@ def _active(
             i = None
     ids = {_msg_id(lines[k][1]) for k in keep} - {None}
     keep |= {k for k, (_, row) in enumerate(lines) if _msg_id(row) in ids}
-    calls = {b.get("id") for k in keep for b in _blocks(lines[k][1]) if b.get("type") == "tool_use"}
+    calls = {_id(b, "id") for k in keep for b in _blocks(lines[k][1]) if b.get("type") == "tool_use"} - {None}
     keep |= {
         k
         for k, (_, row) in enumerate(lines)
-        if any(b.get("type") == "tool_result" and b.get("tool_use_id") in calls for b in _blocks(row))
+        if any(b.get("type") == "tool_result" and _id(b, "tool_use_id") in calls for b in _blocks(row))
     }
     for k, (n, _) in enumerate(lines):
         if k not in keep:
             skipped.append((f"{prefix}line {n}", "on a branch the session left (rewound or edited)"))
     return [lines[k] for k in sorted(keep)]
+
+
+def _id(block: dict[str, Any], key: str) -> str | None:
+    """`block[key]` when it is a string (a call id), else None (a file may hold anything)."""
+    value = block.get(key)
+    return value if isinstance(value, str) else None
 
 
 def _is_root_after_compaction(row: dict[str, Any]) -> bool:
@@ -177,7 +193,7 @@ def _session(
     peak: dict[str, int] = {}
     facts: dict[str, str] = {}
     model = ""
-    for n, row in _active(lines, skipped, prefix):
+    for n, row in _active(lines, source, skipped, prefix):
         where = f"{prefix}line {n}"
         if isinstance(row.get("uuid"), str):
             at_uuid.setdefault(row["uuid"], len(order))

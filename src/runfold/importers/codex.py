@@ -63,6 +63,7 @@ def parse(data: bytes, source: str) -> ImportPlan:
     rows = list(jsonl(FORMAT, source, data))
     items: list[tuple[str, str, dict[str, Any], int | None]] = []  # (where, type, payload, t)
     facts: dict[str, str] = {}
+    older = bool(rows) and "type" not in rows[0][1] and "payload" not in rows[0][1]
     for n, row in rows:
         where = f"line {n}"
         if "payload" in row and isinstance(row.get("payload"), dict):
@@ -73,10 +74,11 @@ def parse(data: bytes, source: str) -> ImportPlan:
             items.append((where, "session_meta", row, ms(row.get("timestamp"))))
         elif "record_type" in row:
             skipped.append((where, f"record_type {row.get('record_type')} (resume state, not conversation)"))
-        elif isinstance(row.get("type"), str) and not isinstance(row.get("type"), ExactNumber):
+        elif older and isinstance(row.get("type"), str) and not isinstance(row.get("type"), ExactNumber):
             items.append((where, "response_item", row, ms(row.get("timestamp"))))
         else:
-            _unknown(source, where, "a line with neither a payload nor an item type")
+            what = "a bare item without a type" if older else "a line without a payload"
+            _unknown(source, where, what)
         kind, meta = items[-1][1:3] if items else ("", {})
         version = meta.get("cli_version") if kind == "session_meta" and items[-1][0] == where else None
         check_version(FORMAT, source, where, "Codex CLI", version, KNOWN_MAJOR, SUPPORTED)
@@ -95,7 +97,7 @@ def parse(data: bytes, source: str) -> ImportPlan:
             open_reply.clear()
 
     for where, kind, p, t in items:
-        ptype = p.get("type")
+        ptype = p.get("type") if isinstance(p.get("type"), str) else None
         if kind == "session_meta":
             for key in ("id", "cli_version", "originator", "forked_from_id", "model_provider"):
                 if isinstance(p.get(key), str):
@@ -139,7 +141,7 @@ def _unknown(source: str, where: str, what: str) -> None:
         source,
         where,
         f"{what} is a format this build does not know; {SUPPORTED}",
-        "upgrade runfold, or import the file with a runfold that reads this version",
+        "check the file's format (`runfold import auto FILE` names it); for a newer Codex CLI, upgrade runfold",
     )
 
 

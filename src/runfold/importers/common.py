@@ -8,15 +8,23 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from runfold.core.canonical import MAX_DEPTH
+from runfold.core.errors import RunfoldError
 from runfold.core.exact_json import ExactNumber, dumps_exact, loads_exact
 from runfold.core.messages import Block, text_block, tool_use_block
 from runfold.importers.plan import bad_source
 
+BOM = "\ufeff"
+"""A byte-order mark some editors put before UTF-8 text: not part of the session, dropped."""
+MAX_NESTING = MAX_DEPTH
+"""The deepest JSON nesting a source value may have (as deep as a ledger payload may nest)."""
+
 
 def decode(fmt: str, source: str, data: bytes) -> str:
-    """`data` as UTF-8 text; a byte that is not UTF-8 is refused naming its line."""
+    """`data` as UTF-8 text (a leading byte-order mark dropped); a byte that is not UTF-8 is
+    refused naming its line."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise bad_source(
@@ -66,6 +74,48 @@ def _lone_escape_at(text: str) -> int:
     return 0
 
 
+def _too_deep(value: Any) -> bool:
+    """Whether `value` nests objects or arrays deeper than MAX_NESTING (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_NESTING:
+                return True
+            stack.extend((x, depth + 1) for x in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def _deep_line(text: str) -> int:
+    """The 1-based line of `text` where its JSON first nests deeper than MAX_NESTING (strings
+    skipped); the last line when it never does."""
+    depth, in_string, escaped, line = 0, False, False, 1
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        elif in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return line
+        elif ch in "]}":
+            depth -= 1
+    return line
+
+
+def _refuse_deep(fmt: str, source: str, where: str) -> RunfoldError:
+    return bad_source(
+        fmt,
+        source,
+        where,
+        f"its JSON nests deeper than {MAX_NESTING} levels (no session holds that; a ledger cannot)",
+        "the file is damaged or not a session file; check it, or remove that value and import again",
+    )
+
+
 def _refuse_surrogates(fmt: str, source: str, value: Any, where: str) -> None:
     path = _lone_surrogate(value)
     if path is not None:
@@ -90,6 +140,8 @@ def jsonl(fmt: str, source: str, data: bytes) -> Iterator[tuple[int, dict[str, A
             continue
         try:
             value = loads_exact(line)
+        except RecursionError:
+            raise _refuse_deep(fmt, source, f"line {i}") from None
         except ValueError as exc:
             last = i == len(lines) and not text.endswith("\n")
             if last:
@@ -108,6 +160,8 @@ def jsonl(fmt: str, source: str, data: bytes) -> Iterator[tuple[int, dict[str, A
                     "repair or remove that line (the rest of the file is intact), then import again",
                 )
             raise bad_source(fmt, source, f"line {i}", what, recovery) from None
+        if _too_deep(value):
+            raise _refuse_deep(fmt, source, f"line {i}")
         _refuse_surrogates(fmt, source, value, f"line {i}")
         if not isinstance(value, dict):
             raise bad_source(
@@ -125,6 +179,8 @@ def whole_json(fmt: str, source: str, data: bytes) -> Any:
     text = decode(fmt, source, data)
     try:
         value = loads_exact(text)
+    except RecursionError:
+        raise _refuse_deep(fmt, source, f"line {_deep_line(text)}") from None
     except ValueError as exc:
         err = exc if hasattr(exc, "lineno") else None
         line = getattr(err, "lineno", 1)
@@ -134,10 +190,15 @@ def whole_json(fmt: str, source: str, data: bytes) -> Any:
             if _cut_inside_string(exc):
                 what = "a string starting here never ends: the file is truncated"
             recovery = "the tool may still have been writing it; import a complete copy of the file"
+        elif getattr(err, "msg", "") == "Extra data":  # a second value: JSON Lines, most likely
+            what = f"a second JSON value starts here (JSON Lines?), but {fmt} reads one JSON document"
+            recovery = "check the file's format (`runfold import auto FILE` names it)"
         else:
             what = f"the file is not JSON ({getattr(err, 'msg', exc)})"
             recovery = "import a complete, unmodified copy of the file"
         raise bad_source(fmt, source, f"line {line} column {col}", what, recovery) from None
+    if _too_deep(value):
+        raise _refuse_deep(fmt, source, f"line {_deep_line(text)}")
     if _lone_surrogate(value) is not None:
         line = text.count("\n", 0, _lone_escape_at(text)) + 1
         _refuse_surrogates(fmt, source, value, f"line {line}")

@@ -15,7 +15,7 @@ that answers no open call is refused naming its source position.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,11 +69,14 @@ class ImportedRun:
 
 @dataclass(frozen=True)
 class ImportDrafts:
-    """What to write: `objects` (map documents) into the CAS first, then `drafts` in one batch."""
+    """What to write: `objects` (map documents) into the CAS first, then `drafts` in one batch;
+    `origin` names, for each seq a source position became, the first such position (`line 12`,
+    `event 4 (id 5)`), so a line that will not read can be blamed on the source."""
 
     drafts: tuple[Draft, ...]
     objects: tuple[bytes, ...]
     runs: tuple[ImportedRun, ...]
+    origin: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -322,10 +325,11 @@ def _opening(session: Session) -> tuple[str, int | None]:
 
 def _merged(events: Sequence[Event]) -> list[Event]:
     """Consecutive replies with no user-side event between them as one reply (the conversation
-    never holds two assistant messages in a row); a reply with no blocks dropped."""
+    never holds two assistant messages in a row); a reply with no blocks, and user-side text
+    with nothing but whitespace (no line is written for it), dropped first."""
     out: list[Event] = []
     for ev in events:
-        if isinstance(ev, Reply) and not ev.blocks:
+        if (isinstance(ev, Reply) and not ev.blocks) or (isinstance(ev, Text) and not ev.text.strip()):
             continue
         prev = out[-1] if out else None
         if isinstance(ev, Reply) and isinstance(prev, Reply) and not prev.calls:
@@ -366,6 +370,7 @@ def import_drafts(
     drafts: list[Draft] = []
     objects: list[bytes] = []
     made: list[ImportedRun] = []
+    origin: dict[int, str] = {}
     seq = first_seq
     for session, run_id in zip(plan.sessions, run_ids, strict=True):
         b = _Run(plan, session, run_id, seq)
@@ -446,5 +451,8 @@ def import_drafts(
                 locator,
             )
         )
+        for row in b.rows:
+            for q in row["seqs"]:
+                origin.setdefault(q, row["at"])
         seq = b.next_seq
-    return ImportDrafts(tuple(drafts), tuple(objects), tuple(made))
+    return ImportDrafts(tuple(drafts), tuple(objects), tuple(made), origin)

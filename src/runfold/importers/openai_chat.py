@@ -96,7 +96,12 @@ def chat_events(
         elif role == "assistant":
             model = str(msg.get("model") or model)
             blocks = text_blocks(text_of(msg.get("content")))
-            for tc in msg.get("tool_calls") or []:
+            calls = msg.get("tool_calls")
+            if calls is not None and not isinstance(calls, list):
+                raise bad_source(
+                    fmt, source, f"{at}.tool_calls", "tool_calls is not an array", "repair the tool calls"
+                )
+            for tc in calls or []:
                 fn = tc.get("function") if isinstance(tc, dict) else None
                 if not isinstance(fn, dict):
                     raise bad_source(fmt, source, at, "a tool call has no function", "repair the tool call")

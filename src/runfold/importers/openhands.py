@@ -161,7 +161,7 @@ def parse(data: bytes, source: str) -> ImportPlan:
                 continue
             skipped.append((where, f"action {action} (not a model call)"))
             continue
-        obs = ev.get("observation")
+        obs = ev.get("observation") if isinstance(ev.get("observation"), str) else None
         cause = ev.get("cause")
         if obs == "recall" and text_of(ev.get("content")).strip():
             events.append(Text("runtime", text_of(ev.get("content")), (where,), t))

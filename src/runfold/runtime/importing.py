@@ -15,6 +15,7 @@ from pathlib import Path
 from runfold.core import fold as fold_api
 from runfold.core.canonical import content_hash
 from runfold.core.errors import ErrorCode, RunfoldError
+from runfold.core.payloads import read_payload
 from runfold.importers import AUTO, ImportedRun, ImportPlan, detect, import_drafts, read_plan
 from runfold.runtime.spec import new_run_id
 from runfold.store.cas import Cas
@@ -76,6 +77,14 @@ def prepare_import(path: Path, fmt: str = AUTO) -> PreparedImport:
                 str(path),
                 "give the path of a session file (a regular file, or a pipe that ends)",
             )
+        if stat.S_ISDIR(mode):
+            raise RunfoldError(
+                ErrorCode.INVALID_ARGS,
+                "read the session file (it is a directory)",
+                str(path),
+                "give the path of one session file inside it (a Claude Code session is "
+                "~/.claude/projects/<dir>/<session>.jsonl; its subagent files come with it)",
+            )
         data = path.read_bytes()
     except OSError as exc:
         raise RunfoldError(
@@ -88,7 +97,7 @@ def prepare_import(path: Path, fmt: str = AUTO) -> PreparedImport:
     name = detect(data, source) if fmt == AUTO else fmt
     companions = companion_files(path) if name == "claude-code" else {}
     plan = read_plan(name, data, source, companions)
-    if not plan.sessions:
+    if not any(session.events for session in plan.sessions):
         raise RunfoldError(
             ErrorCode.INVALID_ARGS,
             f"import {source} as {name} (it holds no conversation)",
@@ -118,6 +127,19 @@ def write_import(root: Path, ledger: LedgerWriter, prepared: PreparedImport) -> 
         source_bytes=prepared.bytes,
     )
     records = Stager().stage(list(made.drafts), ledger.next_seq, ledger.head, now_ms())
+    for record in records:  # a value of a type its field cannot hold (a `stop_reason` of true)
+        try:
+            read_payload(record.kind, record.env.data)
+        except RunfoldError as exc:
+            where = made.origin.get(record.seq, "the top level")
+            field = exc.subject.removeprefix("data.")
+            raise RunfoldError(
+                ErrorCode.INVALID_ARGS,
+                f"import {source} as {name} (a value there is of a type the {record.kind_name} line it "
+                f"becomes cannot hold, in its {field})",
+                f"{where} of {source}",
+                "the file holds a field of an unexpected type there; repair that field and import again",
+            ) from None
     by_run = fold_api.group_by_run(records)
     for run in made.runs:
         try:
