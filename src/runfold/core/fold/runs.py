@@ -313,13 +313,16 @@ class RunSummary:
 
 def handed_down(first: Record) -> bool:
     """Whether the run that `first` (its `run_started`) opens was handed its task by the runtime
-    or by another run's agent — a handoff probe's question fork, a delegated child — rather than
-    started, forked or continued by the person. A command that defaults to the latest run
-    (`Workspace.latest_run`) passes such runs over."""
+    or by another run's agent — a handoff probe's question fork, a delegated child, an imported
+    subagent (a child run of an imported session) — rather than started, forked or continued by
+    the person. A command that defaults to the latest run (`Workspace.latest_run`) passes such
+    runs over."""
     if first.kind is not Kind.RUN_STARTED:
         return False
     started = first.typed(RunStarted)
-    return started.parent is not None and started.dispatched_by not in (None, "person")
+    if started.parent is None:
+        return False
+    return started.dispatched_by not in (None, "person") or started.imported is not None
 
 
 def _summarize(s: RunSummary, rec: Record) -> None:
