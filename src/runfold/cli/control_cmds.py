@@ -90,7 +90,7 @@ def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
 def _through_server(remote: Remote, run: str, type: str, body: dict[str, Any], as_json: bool) -> None:
     """Steer or cancel `run` through the server's API (a queued run) and report its answer."""
     try:
-        answer = remote.call("POST", f"/runs/{run}/{type}", body)
+        answer = remote.call("POST", f"/runs/{run}/{type}", body, need={"state": str})
     finally:
         remote.close()
     if as_json:

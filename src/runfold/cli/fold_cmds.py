@@ -310,12 +310,16 @@ def _queued_on_server(ws: Workspace) -> list[dict[str, str]]:
     if remote is None:
         return []
     try:
-        runs = remote.call("GET", "/runs")["runs"]
+        runs = remote.call("GET", "/runs", need={"runs": list})["runs"]
     except RunfoldError:
         return []
     finally:
         remote.close()
-    return [{"run": str(r["run"]), "task": str(r.get("task", ""))} for r in runs if r.get("state") == "queued"]
+    return [
+        {"run": r["run"], "task": str(r.get("task", ""))}
+        for r in runs
+        if isinstance(r, dict) and r.get("state") == "queued" and isinstance(r.get("run"), str)
+    ]
 
 
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
