@@ -72,8 +72,9 @@ def _report(r: ControlReceipt, as_json: bool) -> None:
 
 def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
     """The server to ask about `run` when `runfold serve` owns the workspace and no run of the
-    ledger matches `run`: a run queued there has no line yet (None: the inbox serves)."""
-    from runfold.cli.remote import server_of
+    ledger matches `run` (a run queued there has no line yet), or a run queued there matches it
+    too (the server names them all: the prefix is ambiguous). None: the inbox serves."""
+    from runfold.cli.remote import queued_runs, server_of
     from runfold.core.errors import RunfoldError
 
     remote = server_of(ws)
@@ -82,6 +83,9 @@ def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
     try:
         ws.resolve_run(run)
     except RunfoldError:
+        return remote
+    key = run.strip().lower().replace("-", "")
+    if any(q["run"].replace("-", "").startswith(key) for q in queued_runs(remote)):
         return remote
     remote.close()
     return None

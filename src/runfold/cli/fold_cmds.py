@@ -301,25 +301,17 @@ def _tokens_text(tokens: dict[str, int] | None) -> str:
 
 
 def _queued_on_server(ws: Workspace) -> list[dict[str, str]]:
-    """The runs queued on the `runfold serve` that owns `ws` (`run`, `task`): dispatched, not
-    started, so not in the ledger yet. Empty without a server or when it does not answer."""
-    from runfold.cli.remote import server_of
-    from runfold.core.errors import RunfoldError
+    """The runs queued on the `runfold serve` that owns `ws` (`remote.queued_runs`); empty
+    without a server."""
+    from runfold.cli.remote import queued_runs, server_of
 
     remote = server_of(ws)
     if remote is None:
         return []
     try:
-        runs = remote.call("GET", "/runs", need={"runs": list})["runs"]
-    except RunfoldError:
-        return []
+        return queued_runs(remote)
     finally:
         remote.close()
-    return [
-        {"run": r["run"], "task": str(r.get("task", ""))}
-        for r in runs
-        if isinstance(r, dict) and r.get("state") == "queued" and isinstance(r.get("run"), str)
-    ]
 
 
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:

@@ -149,6 +149,20 @@ def server_of(ws: Workspace) -> Remote | None:
     return Remote(info) if info is not None else None
 
 
+def queued_runs(remote: Remote) -> list[dict[str, str]]:
+    """The runs queued on the server (`run`, `task`): dispatched, not started, so not in the
+    ledger yet. Empty when the server does not answer, or not as runfold's API."""
+    try:
+        runs = remote.call("GET", "/runs", need={"runs": list})["runs"]
+    except RunfoldError:
+        return []
+    return [
+        {"run": r["run"], "task": str(r.get("task", ""))}
+        for r in runs
+        if isinstance(r, dict) and r.get("state") == "queued" and isinstance(r.get("run"), str)
+    ]
+
+
 def _model(spec_model: Any) -> str | None:
     """A model SPEC as the server should read it: a script file's path made absolute (the server
     may run elsewhere in the file system)."""
