@@ -22,13 +22,16 @@ from runfold.cli.common import (
     workspace_flag,
 )
 from runfold.core.figures import count, usd
-from runfold.core.ids import short_run_ids
+from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.messages import Block
 from runfold.core.tokens import TokenCount
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from runfold.api import Workspace
     from runfold.cli.remote import ForkView
+    from runfold.core.fold.runs import TreeNode
     from runfold.core.fold.why import WhyReport
     from runfold.runtime.window_view import WindowView
 
@@ -365,6 +368,10 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
         con.print("  ".join([*cells, row[-1]]).rstrip(), markup=False)
 
 
+def _tree_ids(nodes: Sequence[TreeNode]) -> set[str]:
+    return {n.summary.run for n in nodes} | {r for n in nodes for r in _tree_ids(n.children)}
+
+
 def tree_cmd(
     ctx: typer.Context,
     run: Annotated[
@@ -383,12 +390,18 @@ def tree_cmd(
       runfold tree --json
     """
     from runfold.api import Workspace
-    from runfold.core.fold.runs import TreeNode, render_tree
+    from runfold.core.errors import invalid_args
+    from runfold.core.fold.runs import render_tree
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         rid = ws.resolve_run(run) if run is not None else None
+        if rid == WORKSPACE_RUN:
+            raise invalid_args(
+                "show the tree of a run", "the workspace run", "it roots no tree: leave RUN out to see every run"
+            )
         roots = ws.run_tree()
+    held = _tree_ids(roots)
     if rid is not None:
 
         def find(nodes: list[TreeNode]) -> list[TreeNode]:
@@ -405,7 +418,7 @@ def tree_cmd(
         echo_json([r.to_data() for r in roots])
         return
     con = out_console()
-    lines = render_tree(roots)
+    lines = render_tree(roots, held=held)
     if not lines:
         con.print("no runs yet", markup=False)
     for line in lines:

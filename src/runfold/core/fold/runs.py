@@ -10,7 +10,7 @@ Unknown token counts or costs stay unknown (None), never 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -475,9 +475,13 @@ def status_text(s: RunSummary) -> str:
     return f"{s.status} ({s.cause})" if s.cause else s.status
 
 
-def render_tree(roots: Sequence[TreeNode], *, full_ids: bool = False) -> list[str]:
+def render_tree(
+    roots: Sequence[TreeNode], *, full_ids: bool = False, held: Collection[str] = ()
+) -> list[str]:
     """Lines of the tree: each run as `<id> <status> <model> <task head>`, children below with
-    box-drawing guides and the edge (`fork@<seq>`, `successor`, `delegation`)."""
+    box-drawing guides and the edge (`fork@<seq>`, `successor`, `delegation`). A root that came
+    from another run names it, saying it is not in this ledger unless `held` (the ledger's run
+    ids, for one run's subtree) holds it."""
     out: list[str] = []
     names = short_run_ids(_tree_runs(roots))
 
@@ -495,7 +499,7 @@ def render_tree(roots: Sequence[TreeNode], *, full_ids: bool = False) -> list[st
         text = f"{edge}{rid}  {status_text(s)}  {model}  {s.task_head}".rstrip()
         if root and s.origin is not None:
             origin = s.origin if full_ids else short_id(s.origin, names)
-            text += f"  ({s.relation} of {origin}, not in this ledger)"
+            text += f"  ({s.relation} of {origin})" if s.origin in held else f"  ({s.relation} of {origin}, not in this ledger)"
         return text
 
     def walk(node: TreeNode, prefix: str, last: bool, root: bool) -> None:
