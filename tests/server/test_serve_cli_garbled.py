@@ -30,6 +30,7 @@ def garbled(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
     root = make_workspace(tmp_path / "ws")
     script = write_script(tmp_path / "answer.jsonl", [{"content": [{"kind": "text", "text": "done"}]}])
     Workspace(root).run("hello", model=f"script:{script}")
+    (root / ".runfold" / "fake-body").write_text(request.param)
     fake = subprocess.Popen([sys.executable, str(FAKE), str(root), "body", request.param], stdout=subprocess.PIPE, text=True, env=env())
     try:
         assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
@@ -43,6 +44,24 @@ def test_runs_lists_the_ledger_when_the_server_answers_garbage(garbled: Path) ->
     res = cli(garbled, "runs")
     assert res.returncode == 0, res.stderr
     assert "hello" in res.stdout and "internal error" not in res.stderr
+    if "runs\": [" not in (garbled / ".runfold" / "fake-body").read_text():  # a list of runs none of which is one
+        assert "note: runs queued on the server are not listed: E_INVALID_ARGS" in res.stderr, res.stderr
+
+
+def test_runs_lists_the_ledger_when_the_server_never_answers(tmp_path: Path) -> None:
+    root = make_workspace(tmp_path / "ws")
+    script = write_script(tmp_path / "answer.jsonl", [{"content": [{"kind": "text", "text": "done"}]}])
+    Workspace(root).run("hello", model=f"script:{script}")
+    fake = subprocess.Popen([sys.executable, str(FAKE), str(root), "hang"], stdout=subprocess.PIPE, text=True, env=env())
+    try:
+        assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
+        res = cli(root, "runs")
+    finally:
+        fake.kill()
+        fake.wait()
+    assert res.returncode == 0, res.stderr
+    assert "hello" in res.stdout
+    assert "note: runs queued on the server are not listed" in res.stderr and "ReadTimeout" in res.stderr, res.stderr
 
 
 def test_steer_cancel_and_run_say_the_answer_could_not_be_read(garbled: Path) -> None:

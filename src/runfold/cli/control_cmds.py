@@ -74,7 +74,7 @@ def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
     """The server to ask about `run` when `runfold serve` owns the workspace and no run of the
     ledger matches `run` (a run queued there has no line yet), or a run queued there matches it
     too (the server names them all: the prefix is ambiguous). None: the inbox serves."""
-    from runfold.cli.remote import queued_runs, server_of
+    from runfold.cli.remote import LIST_TIMEOUT_S, queued_runs, server_of
     from runfold.core.errors import RunfoldError
 
     remote = server_of(ws)
@@ -85,7 +85,11 @@ def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
     except RunfoldError:
         return remote
     key = run.strip().lower().replace("-", "")
-    if any(q["run"].replace("-", "").startswith(key) for q in queued_runs(remote)):
+    try:
+        queued = queued_runs(remote, LIST_TIMEOUT_S)
+    except RunfoldError:
+        queued = []  # the inbox serves the ledger's run; the server is not needed for it
+    if any(q["run"].replace("-", "").startswith(key) for q in queued):
         return remote
     remote.close()
     return None

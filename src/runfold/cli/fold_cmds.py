@@ -17,6 +17,7 @@ from runfold.cli.common import (
     JsonOption,
     WorkspaceOption,
     echo_json,
+    err_console,
     out_console,
     want_json,
     workspace_flag,
@@ -305,14 +306,19 @@ def _tokens_text(tokens: dict[str, int] | None) -> str:
 
 def _queued_on_server(ws: Workspace) -> list[dict[str, str]]:
     """The runs queued on the `runfold serve` that owns `ws` (`remote.queued_runs`); empty
-    without a server."""
-    from runfold.cli.remote import queued_runs, server_of
+    without a server, and when it does not answer in `remote.LIST_TIMEOUT_S` or not as runfold's
+    API (a note on stderr says so: the ledger's runs are listed all the same)."""
+    from runfold.cli.remote import LIST_TIMEOUT_S, queued_runs, server_of
+    from runfold.core.errors import RunfoldError
 
     remote = server_of(ws)
     if remote is None:
         return []
     try:
-        return queued_runs(remote)
+        return queued_runs(remote, LIST_TIMEOUT_S)
+    except RunfoldError as err:
+        err_console().print(f"note: runs queued on the server are not listed: {err.display()}", markup=False)
+        return []
     finally:
         remote.close()
 

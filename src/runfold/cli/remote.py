@@ -71,16 +71,22 @@ class Remote:
         )
 
     def call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, *, need: Mapping[str, type] | None = None
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        need: Mapping[str, type] | None = None,
+        timeout: float = TIMEOUT_S,
     ) -> dict[str, Any]:
-        """One API call; its JSON answer, which holds a value of type `need[key]` under every
-        key of `need`. Raises the server's error as a `RunfoldError`, and `E_INVALID_ARGS` when
-        the answer is not such a JSON object (not runfold's API: the request may have been
-        applied or not)."""
+        """One API call, given `timeout` seconds; its JSON answer, which holds a value of type
+        `need[key]` under every key of `need`. Raises the server's error as a `RunfoldError`, and
+        `E_INVALID_ARGS` when the server does not answer or the answer is not such a JSON object
+        (not runfold's API: the request may have been applied or not)."""
         import httpx
 
         try:
-            resp = self.client.request(method, path, json=body)
+            resp = self.client.request(method, path, json=body, timeout=timeout)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
         answer = _answer(resp)
@@ -149,13 +155,15 @@ def server_of(ws: Workspace) -> Remote | None:
     return Remote(info) if info is not None else None
 
 
-def queued_runs(remote: Remote) -> list[dict[str, str]]:
+LIST_TIMEOUT_S = 10.0
+"""Seconds a command that only lists (`runfold runs`) waits for the server's queued runs."""
+
+
+def queued_runs(remote: Remote, timeout: float = TIMEOUT_S) -> list[dict[str, str]]:
     """The runs queued on the server (`run`, `task`): dispatched, not started, so not in the
-    ledger yet. Empty when the server does not answer, or not as runfold's API."""
-    try:
-        runs = remote.call("GET", "/runs", need={"runs": list})["runs"]
-    except RunfoldError:
-        return []
+    ledger yet. Raises `E_INVALID_ARGS` as `Remote.call` does when the server does not answer
+    within `timeout` seconds, or not as runfold's API."""
+    runs = remote.call("GET", "/runs", need={"runs": list}, timeout=timeout)["runs"]
     return [
         {"run": r["run"], "task": str(r.get("task", ""))}
         for r in runs
