@@ -145,6 +145,13 @@ def test_runs_and_tree(built: tuple[Path, dict[str, str]]) -> None:
     leaf = json.loads(run_cli("tree", plan.new_run, "--json", cwd=root).out)
     assert [n["run"] for n in leaf] == [plan.new_run] and leaf[0]["children"] == []
     assert run_cli("tree", "ffff", cwd=root).code == 2
+    # the fork's own tree names the run it came from, which this ledger holds
+    fork_tree = run_cli("tree", plan.new_run, cwd=root)
+    assert fork_tree.code == 0 and "(fork of " in fork_tree.out, fork_tree
+    assert "not in this ledger" not in fork_tree.out
+    # the nil workspace run roots no tree: said so, not "no runs yet"
+    nil = run_cli("tree", "workspace", cwd=root)
+    assert nil.code == 2 and "no runs yet" not in nil.out and "leave RUN out" in nil.err, nil
 
 
 def test_why(foreign: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import pytest
@@ -136,3 +137,31 @@ def test_short_run_ids_are_unique_prefixes(specs: list[tuple[int, bytes]]) -> No
 
 def test_short_run_ids_name_the_workspace_run() -> None:
     assert short_run_ids([WORKSPACE_RUN])[WORKSPACE_RUN] == "workspace"
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _SlottedError(RunfoldError):
+    attempt: int = 0
+
+
+class _ExtraSlot(RunfoldError):
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        super().__init__(ErrorCode.TIMEOUT, "wait", where, "wait longer")
+        self.where = where
+
+
+def test_errors_with_slots_pickle_as_themselves() -> None:
+    """A subclass keeping fields in slots (a `slots=True` dataclass, `__slots__`) pickles them
+    too; they are not in `__dict__`."""
+    for err in (
+        _SlottedError(ErrorCode.TIMEOUT, "run tool", "exec", "raise the timeout", attempt=3),
+        _ExtraSlot("the inbox"),
+    ):
+        err.add_note("crossed a process")
+        again = pickle.loads(pickle.dumps(err))
+        assert type(again) is type(err) and str(again) == str(err) and again.args == err.args
+        assert again.to_data() == err.to_data() and again.__notes__ == ["crossed a process"]
+    assert pickle.loads(pickle.dumps(_SlottedError(ErrorCode.TIMEOUT, "a", "b", "c", attempt=3))).attempt == 3
+    assert pickle.loads(pickle.dumps(_ExtraSlot("x"))).where == "x"

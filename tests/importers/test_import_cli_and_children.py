@@ -160,3 +160,21 @@ def test_cli_import_names_runs_by_a_prefix_unique_in_the_workspace(tmp_path: Pat
     again.close()
     res = run_cli("conversation", shown, "-w", ws.root, cwd=tmp_path)
     assert res.code == 0, res
+
+
+def test_latest_run_passes_over_an_imported_subagent(tmp_path: Path) -> None:
+    # a subagent is a child its session's agent handed a task to: `runfold replay` / `run -c`
+    # without RUN mean the main session, not the subagent imported after it
+    session_id = json.loads(HELLO.read_text().splitlines()[1])["sessionId"]
+    main = tmp_path / "proj" / f"{session_id}.jsonl"
+    main.parent.mkdir()
+    shutil.copy(HELLO, main)
+    sub = main.with_suffix("") / "subagents" / "agent-a1.jsonl"
+    sub.parent.mkdir(parents=True)
+    sub.write_text(_subagent_lines(session_id))
+    ws = Workspace.init(tmp_path / "ws")
+    parent, child = ws.import_session(main).runs
+    assert ws.latest_run() == parent.run
+    # a person's fork of the subagent is the person's own run again
+    fork = ws.fork(child.run, ws.records(run=child.run)[-1].env.seq)
+    assert ws.latest_run() == fork.new_run

@@ -114,3 +114,27 @@ def test_a_run_left_queued_by_a_stopped_server_is_listed_and_can_be_dropped_befo
     finally:
         log = again.stop()
     assert "queued again" not in log
+
+
+def test_a_prefix_shared_by_a_running_and_a_queued_run_is_refused_as_ambiguous(full: tuple[Server, Path]) -> None:
+    # run ids start with their time: a run queued now shares its first characters with the one
+    # running; `cancel`/`steer` with that prefix must not pick the ledger's run because the
+    # queued one has no line yet
+    srv, slow = full
+    with srv.client() as c:
+        queued = c.post("/runs", json={"task": "later", "model": f"script:{slow}"}).json()
+        assert queued["state"] == "queued"
+        (running,) = [r["run"] for r in c.get("/runs").json()["runs"] if r["state"] == "running"]
+    shared = 0
+    while running[shared] == queued["run"][shared]:
+        shared += 1
+    prefix = running[:shared]
+    for args in (("cancel", prefix), ("steer", prefix, "stop here")):
+        res = cli(srv.root, *args)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert "E_INVALID_ARGS" in res.stderr and running in res.stderr and queued["run"] in res.stderr, res.stderr
+    with srv.client() as c:
+        assert c.get(f"/runs/{running}").json()["run"]["state"] == "running"
+        assert c.get(f"/runs/{queued['run']}").json()["run"]["state"] == "queued"
+        lines = c.get(f"/runs/{running}", params={"lines": True}).json()["lines"]
+    assert not [x for x in lines if x["kind"] in ("steer_received", "cancel_received")]

@@ -122,3 +122,31 @@ def test_sigterm_ends_open_event_streams_with_the_runs_last_line(tmp_path: Path)
     assert events[-1]["event"] == "end" and events[-2]["event"] == "run_frozen", events[-3:]
     assert json.loads(events[-2]["data"])["data"]["completion"] == "cancelled"
     assert [e["event"] for e in got[queued]] == ["end"]
+
+
+def test_a_damaged_queued_dispatch_is_reported_and_the_server_starts(tmp_path: Path) -> None:
+    # a queue file whose fork or session fields do not hold the shapes the server writes (edited
+    # by hand, half restored from a backup) is dropped with a clear reason, as other damage is,
+    # instead of stopping the server from starting with an internal error
+    root = make_workspace(tmp_path / "ws")
+    queue = root / ".runfold" / "serve" / "queue"
+    queue.mkdir(parents=True)
+    damaged = {
+        "01a23af5-0000-7000-8000-000000000001": {"task": "x", "fork": {"run": "abc"}},
+        "01a23af5-0000-7000-8000-000000000002": {"task": "x", "fork": {"run": "abc", "at": "zz"}},
+        "01a23af5-0000-7000-8000-000000000003": {"task": "x", "fork": "abc"},
+        "01a23af5-0000-7000-8000-000000000004": {
+            "task": "x", "session": {"run": "01a23af5-0000-7000-8000-000000000009", "at_seq": "q"},
+        },
+    }  # fmt: skip
+    for run, request in damaged.items():
+        (queue / f"{run}.json").write_text(json.dumps(request))
+    srv = start_server(root)
+    try:
+        with srv.client() as c:
+            assert c.get("/runs").json()["runs"] == []
+    finally:
+        err = srv.stop()
+    for run in damaged:
+        assert f"queued run {run} not run again: E_INVALID_ARGS" in err, err
+    assert not list(queue.glob("*.json"))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.tools import ToolContext
-from runfold.tools.builtin import EDIT_FILE, WRITE_FILE
+from runfold.tools.builtin import EDIT_FILE, EXEC, WRITE_FILE
 
 
 def _write(ctx: ToolContext, path: str, content: str = "x") -> dict[str, object]:
@@ -172,3 +172,37 @@ def test_any_accepted_write_lands_inside_the_room(ctx: ToolContext, ws: Path, pa
     assert real.is_relative_to(room.resolve())
     assert ".runfold" not in [p.casefold() for p in real.relative_to(ws.resolve()).parts]
     assert os.path.realpath(real) == str(real)
+
+
+
+def _swap_room_for_link(ws: Path, swapped: str) -> Path:
+    """Replace `swapped` (the room `lab/room1` or `lab` above it) by a symlink that makes the
+    room's path lead to the sibling room `other`; returns that room's real directory."""
+    moved = ws / "moved"
+    os.rename(ws / swapped, moved)
+    if swapped == "lab/room1":
+        (ws / swapped).symlink_to(ws / "lab" / "other", target_is_directory=True)
+        return ws / "lab" / "other"
+    (ws / swapped).symlink_to(moved, target_is_directory=True)
+    (moved / "room1").rename(moved / "room1-real")
+    (moved / "room1").symlink_to(moved / "other", target_is_directory=True)
+    return moved / "other"
+
+
+@pytest.mark.parametrize("swapped", ["lab/room1", "lab"])
+def test_a_room_swapped_for_a_symlink_while_the_run_goes_keeps_writes_out(
+    ctx: ToolContext, ws: Path, swapped: str
+) -> None:
+    # the start refuses a room under a symlink; one made while the run goes (the room or a
+    # directory above it replaced by a link to another room of the workspace) must not carry the
+    # run's writes, nor its sandboxed commands' writes, into that other room
+    ctx.ensure_room()
+    assert _write(ctx, "before.txt")["created"] is True
+    other = _swap_room_for_link(ws, swapped)
+    err = _refusal(ctx, "after.txt")
+    assert err.code is ErrorCode.OUTSIDE_WRITE_DOMAIN and "symbolic link" in err.display()
+    with pytest.raises(RunfoldError) as info:
+        asyncio.run(EXEC.invoke(EXEC.validate({"command": "echo x > by-exec.txt"}), ctx))
+    assert info.value.code is ErrorCode.OUTSIDE_WRITE_DOMAIN, info.value
+    assert "symbolic link" in info.value.display()
+    assert sorted(p.name for p in other.iterdir()) == ["notes.md"]

@@ -72,8 +72,9 @@ def _report(r: ControlReceipt, as_json: bool) -> None:
 
 def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
     """The server to ask about `run` when `runfold serve` owns the workspace and no run of the
-    ledger matches `run`: a run queued there has no line yet (None: the inbox serves)."""
-    from runfold.cli.remote import server_of
+    ledger matches `run` (a run queued there has no line yet), or a run queued there matches it
+    too (the server names them all: the prefix is ambiguous). None: the inbox serves."""
+    from runfold.cli.remote import LIST_TIMEOUT_S, queued_runs, server_of
     from runfold.core.errors import RunfoldError
 
     remote = server_of(ws)
@@ -82,6 +83,13 @@ def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
     try:
         ws.resolve_run(run)
     except RunfoldError:
+        return remote
+    key = run.strip().lower().replace("-", "")
+    try:
+        queued = queued_runs(remote, LIST_TIMEOUT_S)
+    except RunfoldError:
+        queued = []  # the inbox serves the ledger's run; the server is not needed for it
+    if any(q["run"].replace("-", "").startswith(key) for q in queued):
         return remote
     remote.close()
     return None
@@ -104,7 +112,7 @@ def _queued_for_next_server(ws: Workspace, run: str) -> str | None:
 def _through_server(remote: Remote, run: str, type: str, body: dict[str, Any], as_json: bool) -> None:
     """Steer or cancel `run` through the server's API (a queued run) and report its answer."""
     try:
-        answer = remote.call("POST", f"/runs/{run}/{type}", body)
+        answer = remote.call("POST", f"/runs/{run}/{type}", body, need={"state": str})
     finally:
         remote.close()
     if as_json:

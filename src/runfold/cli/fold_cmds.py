@@ -17,18 +17,22 @@ from runfold.cli.common import (
     JsonOption,
     WorkspaceOption,
     echo_json,
+    err_console,
     out_console,
     want_json,
     workspace_flag,
 )
 from runfold.core.figures import count, usd
-from runfold.core.ids import short_run_ids
+from runfold.core.ids import WORKSPACE_RUN, short_run_ids
 from runfold.core.messages import Block
 from runfold.core.tokens import TokenCount
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from runfold.api import Workspace
     from runfold.cli.remote import ForkView
+    from runfold.core.fold.runs import TreeNode
     from runfold.core.fold.why import WhyReport
     from runfold.runtime.window_view import WindowView
 
@@ -303,23 +307,23 @@ def _tokens_text(tokens: dict[str, int] | None) -> str:
 
 def _queued(ws: Workspace) -> list[dict[str, str]]:
     """The runs dispatched and not started, so not in the ledger yet (`run`, `task`, `status`):
-    those queued on the `runfold serve` that owns `ws` (`queued`), or with no server up, those
-    its durable queue holds for the next one (`queued for the next serve`)."""
-    from runfold.cli.remote import server_of
+    those queued on the `runfold serve` that owns `ws` (`queued`; none when it does not answer
+    in `remote.LIST_TIMEOUT_S` or not as runfold's API: a note on stderr says so, the ledger's
+    runs are listed all the same), or with no server up, those its durable queue holds for the
+    next one (`queued for the next serve`)."""
+    from runfold.cli.remote import LIST_TIMEOUT_S, queued_runs, server_of
     from runfold.core.errors import RunfoldError
 
     remote = server_of(ws)
     if remote is None:
         return [{"run": run, "task": task, "status": "queued for the next serve"} for run, task in ws.queued_runs()]
     try:
-        runs = remote.call("GET", "/runs")["runs"]
-    except RunfoldError:
+        return [{**q, "status": "queued"} for q in queued_runs(remote, LIST_TIMEOUT_S)]
+    except RunfoldError as err:
+        err_console().print(f"note: runs queued on the server are not listed: {err.display()}", markup=False)
         return []
     finally:
         remote.close()
-    return [
-        {"run": str(r["run"]), "task": str(r.get("task", "")), "status": "queued"} for r in runs if r.get("state") == "queued"
-    ]
 
 
 def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOption = False) -> None:
@@ -380,6 +384,10 @@ def runs_cmd(ctx: typer.Context, workspace: WorkspaceOption = None, json: JsonOp
         con.print("  ".join([*cells, row[-1]]).rstrip(), markup=False)
 
 
+def _tree_ids(nodes: Sequence[TreeNode]) -> set[str]:
+    return {n.summary.run for n in nodes} | {r for n in nodes for r in _tree_ids(n.children)}
+
+
 def tree_cmd(
     ctx: typer.Context,
     run: Annotated[
@@ -398,13 +406,19 @@ def tree_cmd(
       runfold tree --json
     """
     from runfold.api import Workspace
-    from runfold.core.fold.runs import TreeNode, render_tree
+    from runfold.core.errors import invalid_args
+    from runfold.core.fold.runs import render_tree
 
     as_json = want_json(ctx, json)
     with Workspace.open(workspace) as ws:
         rid = ws.resolve_run(run) if run is not None else None
+        if rid == WORKSPACE_RUN:
+            raise invalid_args(
+                "show the tree of a run", "the workspace run", "it roots no tree: leave RUN out to see every run"
+            )
         roots = ws.run_tree()
         names = short_run_ids(ws.runs())
+    held = _tree_ids(roots)
     if rid is not None:
 
         def find(nodes: list[TreeNode]) -> list[TreeNode]:
@@ -421,7 +435,7 @@ def tree_cmd(
         echo_json([r.to_data() for r in roots])
         return
     con = out_console()
-    lines = render_tree(roots, names=names)
+    lines = render_tree(roots, names=names, held=held)
     if not lines:
         con.print("no runs yet", markup=False)
     for line in lines:

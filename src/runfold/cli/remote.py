@@ -9,7 +9,7 @@ run only (the server and its other runs go on).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,20 +70,42 @@ class Remote:
             retry=Retry.YES,
         )
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One API call; its JSON answer. Raises the server's error as a `RunfoldError`."""
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        need: Mapping[str, type] | None = None,
+        timeout: float = TIMEOUT_S,
+    ) -> dict[str, Any]:
+        """One API call, given `timeout` seconds; its JSON answer, which holds a value of type
+        `need[key]` under every key of `need`. Raises the server's error as a `RunfoldError`, and
+        `E_INVALID_ARGS` when the server does not answer or the answer is not such a JSON object
+        (not runfold's API: the request may have been applied or not)."""
         import httpx
 
         try:
-            resp = self.client.request(method, path, json=body)
+            resp = self.client.request(method, path, json=body, timeout=timeout)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
-        return _answer(resp)
+        answer = _answer(resp)
+        for key, kind in (need or {}).items():
+            if not isinstance(answer.get(key), kind):
+                raise RunfoldError(
+                    ErrorCode.INVALID_ARGS,
+                    f"read the answer of the runfold server at {self.info.url} to {method} {path} "
+                    f"(no {kind.__name__} under {key!r}: {resp.text[:80]!r})",
+                    f"pid {self.info.pid}",
+                    "check that `runfold serve` runs in this workspace and that nothing else answers at its "
+                    "URL; `runfold runs` shows whether the request was applied",
+                )
+        return answer
 
     def fork(self, run: str, at: int, task: str | None) -> ForkView:
         """Fork `run` (full id) at `at` on the server, not started."""
         body: dict[str, Any] = {"at": at, **({"task": task} if task else {})}
-        ans = self.call("POST", f"/runs/{run}/fork", body)
+        ans = self.call("POST", f"/runs/{run}/fork", body, need={"run": str, "mother": str, "cut": int})
         return ForkView(ans["run"], ans["mother"], at, ans["cut"], ans.get("moved"), int(ans.get("messages", 0)))
 
     def events(self, run: str, after: int | None) -> Iterator[Record]:
@@ -133,6 +155,22 @@ def server_of(ws: Workspace) -> Remote | None:
     return Remote(info) if info is not None else None
 
 
+LIST_TIMEOUT_S = 10.0
+"""Seconds a command that only lists (`runfold runs`) waits for the server's queued runs."""
+
+
+def queued_runs(remote: Remote, timeout: float = TIMEOUT_S) -> list[dict[str, str]]:
+    """The runs queued on the server (`run`, `task`): dispatched, not started, so not in the
+    ledger yet. Raises `E_INVALID_ARGS` as `Remote.call` does when the server does not answer
+    within `timeout` seconds, or not as runfold's API."""
+    runs = remote.call("GET", "/runs", need={"runs": list}, timeout=timeout)["runs"]
+    return [
+        {"run": r["run"], "task": str(r.get("task", ""))}
+        for r in runs
+        if isinstance(r, dict) and r.get("state") == "queued" and isinstance(r.get("run"), str)
+    ]
+
+
 def _model(spec_model: Any) -> str | None:
     """A model SPEC as the server should read it: a script file's path made absolute (the server
     may run elsewhere in the file system)."""
@@ -176,7 +214,7 @@ def dispatch_answer(remote: Remote, spec: RunSpec) -> dict[str, Any]:
         origin = spec.session.from_
         where = {"run": origin.run, "at_seq": origin.at_seq} if origin is not None else {}
         body["session"] = {"carried": spec.session.carried, **where}
-    return remote.call("POST", path, {k: v for k, v in body.items() if v is not None})
+    return remote.call("POST", path, {k: v for k, v in body.items() if v is not None}, need={"run": str})
 
 
 def outcome_of(run: str, records: list[Record]) -> RunOutcome:

@@ -104,7 +104,13 @@ class RunfoldError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         # pickled by its fields, not its constructor's arguments: an error crosses a process
         # boundary (Ray, multiprocessing) as itself, subclasses with their own __init__ too
-        return (_unpickled, (type(self), dict(self.__dict__)))
+        state = dict(self.__dict__)
+        for klass in type(self).__mro__:  # fields a subclass keeps in slots are not in __dict__
+            slots = klass.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if name not in ("__dict__", "__weakref__") and hasattr(self, name):
+                    state[name] = getattr(self, name)
+        return (_unpickled, (type(self), state))
 
     def to_data(self) -> dict[str, Any]:
         """The error as a ledger payload object (keys sorted canonically later)."""
@@ -140,7 +146,8 @@ class RunfoldError(Exception):
 
 def _unpickled(cls: type[RunfoldError], state: dict[str, Any]) -> RunfoldError:
     err = cls.__new__(cls)
-    err.__dict__.update(state)
+    for name, value in state.items():
+        object.__setattr__(err, name, value)
     Exception.__init__(err, err.display())
     return err
 

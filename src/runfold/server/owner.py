@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from runfold.api import Workspace
 from runfold.core import fold as fold_api
+from runfold.core.canonical import I64_MAX
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invalid_args
 from runfold.core.ids import is_run_id
 from runfold.core.payloads import ForkPoint, SessionOpened
@@ -129,16 +130,29 @@ def spec_of(request: dict[str, Any], run_id: str) -> RunSpec:
     """The `RunSpec` of a dispatch request (`SPEC_FIELDS`, `fork: {run, at}`, `continues`,
     `session`, a delegated child's `delegated: {parent, by, detach}`) named `run_id`. Raises
     `E_INVALID_ARGS` as `RunSpec` does."""
-    fork = request.get("fork")
     delegated = request.get("delegated")
     return RunSpec(
         **{k: request[k] for k in SPEC_FIELDS if request.get(k) is not None},
-        fork=(str(fork["run"]), int(fork["at"])) if isinstance(fork, dict) else None,
+        fork=_fork_of(request.get("fork")),
         continues=request.get("continues"),
         run_id=run_id,
         session=session_of(request.get("session")),
         delegated=Delegated.from_data(delegated) if delegated is not None else None,
     )
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= I64_MAX
+
+
+def _fork_of(asked: Any) -> tuple[str, int] | None:
+    """The `(run, at)` of a request's `fork` (`{run, at}`). Raises `E_INVALID_ARGS` for any
+    other shape (a queued dispatch's file edited by hand)."""
+    if asked is None:
+        return None
+    if not isinstance(asked, dict) or not isinstance(asked.get("run"), str) or not _whole(asked.get("at")):
+        raise invalid_args("read the fork", f"fork {asked!r:.80}", "give fork as {run: <run id>, at: <seq>}")
+    return asked["run"], asked["at"]
 
 
 def check_names(spec: RunSpec) -> None:
@@ -157,13 +171,13 @@ def session_of(asked: Any) -> SessionOpened | None:
     if not isinstance(asked, dict):
         return None
     run, at = asked.get("run"), asked.get("at_seq")
-    if (run is None) != (at is None) or (run is not None and not is_run_id(str(run))):
+    if (run is None) != (at is None) or (run is not None and not (is_run_id(str(run)) and _whole(at))):
         raise invalid_args(
             "open the session",
             f"session run {str(run)[:40]!r} at_seq {at!r}",
             "give both `run` (a run's lowercase id) and `at_seq` (its last seq), or neither",
         )
-    origin = ForkPoint(run=str(run), at_seq=int(at)) if run is not None and at is not None else None
+    origin = ForkPoint(run=str(run), at_seq=at) if run is not None and at is not None else None
     return SessionOpened(from_=origin, carried=bool(asked.get("carried")))
 
 

@@ -10,7 +10,7 @@ Unknown token counts or costs stay unknown (None), never 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -329,13 +329,16 @@ class RunSummary:
 
 def handed_down(first: Record) -> bool:
     """Whether the run that `first` (its `run_started`) opens was handed its task by the runtime
-    or by another run's agent — a handoff probe's question fork, a delegated child — rather than
-    started, forked or continued by the person. A command that defaults to the latest run
-    (`Workspace.latest_run`) passes such runs over."""
+    or by another run's agent — a handoff probe's question fork, a delegated child, an imported
+    subagent (a child run of an imported session) — rather than started, forked or continued by
+    the person. A command that defaults to the latest run (`Workspace.latest_run`) passes such
+    runs over."""
     if first.kind is not Kind.RUN_STARTED:
         return False
     started = first.typed(RunStarted)
-    return started.parent is not None and started.dispatched_by not in (None, "person")
+    if started.parent is None:
+        return False
+    return started.dispatched_by not in (None, "person") or started.imported is not None
 
 
 def _summarize(s: RunSummary, rec: Record) -> None:
@@ -490,12 +493,18 @@ def status_text(s: RunSummary) -> str:
 
 
 def render_tree(
-    roots: Sequence[TreeNode], *, full_ids: bool = False, names: Mapping[str, str] | None = None
+    roots: Sequence[TreeNode],
+    *,
+    full_ids: bool = False,
+    names: Mapping[str, str] | None = None,
+    held: Collection[str] = (),
 ) -> list[str]:
     """Lines of the tree: each run as `<id> <status> <model> <task head>`, children below with
     box-drawing guides and the edge (`fork@<seq>`, `successor`, `delegation`). Runs are named by
     `names` (`short_run_ids` over every run of the ledger: a part of the tree must not name a run
-    by a prefix other runs share), else by prefixes unique among the tree's runs."""
+    by a prefix other runs share), else by prefixes unique among the tree's runs. A root that
+    came from another run names it, saying it is not in this ledger unless `held` (the ledger's
+    run ids, for one run's subtree) holds it."""
     out: list[str] = []
     if names is None:
         names = short_run_ids(_tree_runs(roots))
@@ -514,7 +523,7 @@ def render_tree(
         text = f"{edge}{rid}  {status_text(s)}  {model}  {s.task_head}".rstrip()
         if root and s.origin is not None:
             origin = s.origin if full_ids else short_id(s.origin, names)
-            text += f"  ({s.relation} of {origin}, not in this ledger)"
+            text += f"  ({s.relation} of {origin})" if s.origin in held else f"  ({s.relation} of {origin}, not in this ledger)"
         elif root and s.relation == "import":
             text += f"  (imported: {s.imported_from})"
         return text
