@@ -3,17 +3,18 @@ values out; the workspace (`Workspace.import_session`) does the writing, all or 
 
 One module per format, one entry point: `read_plan(format, data, source)`. `FORMATS` is the
 exhaustive list of formats (wire names, pinned by a test); `detect` says which one a file is.
+The parsers load when one of their names is first used (`runfold --help` names only `FORMATS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from runfold.core.errors import invalid_args
-from runfold.importers import claude_code, codex, openai_chat, openhands, swe_agent
-from runfold.importers.drafts import ImportDrafts, ImportedRun, import_drafts
-from runfold.importers.plan import Compaction, Event, ImportPlan, Reply, Result, Session, Text
+if TYPE_CHECKING:
+    from runfold.importers.drafts import ImportDrafts, ImportedRun, import_drafts
+    from runfold.importers.plan import Compaction, Event, ImportPlan, Reply, Result, Session, Text
+    from runfold.importers.registry import detect, read_plan
 
 __all__ = [
     "AUTO",
@@ -34,56 +35,29 @@ __all__ = [
 
 AUTO = "auto"
 
-
-@dataclass(frozen=True)
-class _Format:
-    name: str
-    detect: Callable[[bytes], bool]
-    parse: Callable[[bytes, str], ImportPlan]
-
-
-_REGISTRY: tuple[_Format, ...] = (
-    _Format(claude_code.FORMAT, claude_code.detect, claude_code.parse),
-    _Format(codex.FORMAT, codex.detect, codex.parse),
-    _Format(swe_agent.FORMAT, swe_agent.detect, swe_agent.parse),
-    _Format(openhands.FORMAT, openhands.detect, openhands.parse),
-    _Format(openai_chat.FORMAT, openai_chat.detect, openai_chat.parse),
-)
-"""In detection order: the most specific shapes first (a SWE-agent history is also Chat messages)."""
-
 FORMATS: tuple[str, ...] = ("claude-code", "codex", "openai-chat", "swe-agent", "openhands")
 """Every format `runfold import` reads, by wire name."""
 
+_LAZY = {
+    "ImportDrafts": "runfold.importers.drafts",
+    "ImportedRun": "runfold.importers.drafts",
+    "import_drafts": "runfold.importers.drafts",
+    "Compaction": "runfold.importers.plan",
+    "Event": "runfold.importers.plan",
+    "ImportPlan": "runfold.importers.plan",
+    "Reply": "runfold.importers.plan",
+    "Result": "runfold.importers.plan",
+    "Session": "runfold.importers.plan",
+    "Text": "runfold.importers.plan",
+    "detect": "runfold.importers.registry",
+    "read_plan": "runfold.importers.registry",
+}
 
-def detect(data: bytes, source: str) -> str:
-    """The format of `data` (a file named `source`). Raises `E_INVALID_ARGS` naming the formats
-    when none matches."""
-    for fmt in _REGISTRY:
-        if fmt.detect(data):
-            return fmt.name
-    raise invalid_args(
-        f"detect the session format of {source} (no known format matches its start)",
-        source,
-        f"name the format: runfold import FORMAT FILE, FORMAT one of {', '.join(FORMATS)}",
-        FORMATS,
-    )
 
-
-def read_plan(
-    fmt: str, data: bytes, source: str, companions: Mapping[str, bytes] | None = None
-) -> ImportPlan:
-    """The import plan of `data` read as `fmt` (`auto`: detected). `companions` are the files a
-    Claude Code session's subagents wrote (name → bytes). Raises `E_INVALID_ARGS` for an unknown
-    format, and the format's own errors (naming the source line or event) for bad input."""
-    name = detect(data, source) if fmt == AUTO else fmt
-    chosen = next((f for f in _REGISTRY if f.name == name), None)
-    if chosen is None:
-        raise invalid_args(
-            f"import {source} as {fmt} (an unknown format)",
-            "the format",
-            f"name one of: {', '.join((AUTO, *FORMATS))}",
-            (AUTO, *FORMATS),
-        )
-    if name == claude_code.FORMAT:
-        return claude_code.parse(data, source, companions)
-    return chosen.parse(data, source)
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runfold.importers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
