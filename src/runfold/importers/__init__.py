@@ -8,8 +8,9 @@ The parsers load when one of their names is first used (`runfold --help` names o
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfold.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from runfold.importers.drafts import ImportDrafts, ImportedRun, import_drafts
@@ -53,11 +54,5 @@ _LAZY = {
     "read_plan": "runfold.importers.registry",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'runfold.importers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all attribute
+    __getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -7,8 +7,9 @@ tree; `why` attributes the window.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runfold.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from runfold.core.fold.decisions import DECISIONS, SAFE_PHASES, Decision, Phase
@@ -148,13 +149,7 @@ command that needs no fold (`runfold verify`, `log`) does not load the conversat
 
 if not TYPE_CHECKING:
 
-    def __getattr__(name: str) -> Any:
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home), name)
-        globals()[name] = value
-        return value
+    __getattr__ = lazy_getattr(__name__, _HOMES, globals())
 
 
 def __dir__() -> list[str]:
