@@ -112,7 +112,8 @@ def _subagent_lines(session_id: str) -> str:
     return "".join(json.dumps(r) + "\n" for r in rows)
 
 
-def test_claude_code_subagent_files_become_child_runs(tmp_path: Path) -> None:
+def _session_with_subagent(tmp_path: Path) -> Path:
+    """The Hello World session copied where Claude Code keeps it, with one subagent file beside it."""
     session_id = json.loads(HELLO.read_text().splitlines()[1])["sessionId"]
     main = tmp_path / "proj" / f"{session_id}.jsonl"
     main.parent.mkdir()
@@ -120,10 +121,15 @@ def test_claude_code_subagent_files_become_child_runs(tmp_path: Path) -> None:
     sub = main.with_suffix("") / "subagents" / "agent-a1.jsonl"
     sub.parent.mkdir(parents=True)
     sub.write_text(_subagent_lines(session_id))
+    return main
+
+
+def test_claude_code_subagent_files_become_child_runs(tmp_path: Path) -> None:
+    main = _session_with_subagent(tmp_path)
     ws = Workspace.init(tmp_path / "ws")
     report = ws.import_session(main)
     parent, child = report.runs
-    assert parent.session == "main" and child.session == f"subagent {session_id}/subagents/agent-a1.jsonl"
+    assert parent.session == "main" and child.session == f"subagent {main.stem}/subagents/agent-a1.jsonl"
     started = ws.records(run=child.run)[0]
     assert started.env.data["parent"] == parent.run
     assert started.env.data["task"] == "List the files in /tmp."
@@ -165,13 +171,7 @@ def test_cli_import_names_runs_by_a_prefix_unique_in_the_workspace(tmp_path: Pat
 def test_latest_run_passes_over_an_imported_subagent(tmp_path: Path) -> None:
     # a subagent is a child its session's agent handed a task to: `runfold replay` / `run -c`
     # without RUN mean the main session, not the subagent imported after it
-    session_id = json.loads(HELLO.read_text().splitlines()[1])["sessionId"]
-    main = tmp_path / "proj" / f"{session_id}.jsonl"
-    main.parent.mkdir()
-    shutil.copy(HELLO, main)
-    sub = main.with_suffix("") / "subagents" / "agent-a1.jsonl"
-    sub.parent.mkdir(parents=True)
-    sub.write_text(_subagent_lines(session_id))
+    main = _session_with_subagent(tmp_path)
     ws = Workspace.init(tmp_path / "ws")
     parent, child = ws.import_session(main).runs
     assert ws.latest_run() == parent.run
