@@ -70,9 +70,15 @@ def commands(ledger: Path) -> dict[str, list[str]]:
 
 def measure(ledger: Path, runs: int) -> list[Timing]:
     """Each command `runs` times, round-robin so that a change of the machine's load falls on all
-    of them alike. Raises RuntimeError when a command fails (its figure would mean nothing)."""
+    of them alike, after one unmeasured round that leaves the bytecode cached, as `pip install`
+    leaves it (PYTHONDONTWRITEBYTECODE is dropped: with it set, every run would compile each
+    changed module again). Raises RuntimeError when a command fails (its figure would mean
+    nothing)."""
     todo = commands(ledger)
-    env = {k: v for k, v in os.environ.items() if k != "RUNFOLD_WORKSPACE"}
+    dropped = ("RUNFOLD_WORKSPACE", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    for argv in todo.values():
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     times: dict[str, list[float]] = {name: [] for name in todo}
     cpu: dict[str, list[float]] = {name: [] for name in todo}
     for _ in range(runs):

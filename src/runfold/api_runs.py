@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from runfold.core import fold as fold_api
 from runfold.core.errors import invalid_args
-from runfold.core.probe import Probe
 from runfold.core.records import Record
 from runfold.store.backend import open_ledger
 from runfold.store.cas import Cas
@@ -27,6 +26,7 @@ from runfold.store.view import LedgerWriter
 if TYPE_CHECKING:
     import asyncio
 
+    from runfold.core.probe import Probe
     from runfold.providers.base import Provider, StreamCallback
     from runfold.runtime.approvals import Ask
     from runfold.runtime.config import WorkspaceConfig
@@ -358,7 +358,7 @@ class WorkspaceRuns:
         by `model` (default as for `arun`; built once for every question) — and append the
         `eval_run` line (answers, kept, lost) to `successor`; returns that line. Raises
         `E_INVALID_ARGS` for a bad probe file or a run that continues none, and a run's errors."""
-        from runfold.core.probe import parse_probe
+        from runfold.core.probe import Probe, parse_probe
         from runfold.runtime.assemble import session_provider
         from runfold.runtime.probe import probe_handoff
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_support import GOLDEN_HEAD, run_cli
 
-from runfold.cli.main import app
+from runfold.cli.reference import command_names
 from runfold.core.records import Draft
 from runfold.store.layout import Layout
 from runfold.store.ledger import Ledger
@@ -113,7 +113,7 @@ def test_unknown_options_are_still_unknown_options(tmp_path: Path, golden: Path)
 
 
 def test_usage_lines_name_arguments_without_braces(tmp_path: Path) -> None:
-    names = [info.name for info in app.registered_commands]
+    names = command_names()
     assert "show" in names and "steer" in names
     for name in names:
         assert name is not None

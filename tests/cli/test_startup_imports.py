@@ -73,3 +73,14 @@ def test_a_run_command_still_finds_the_runtime() -> None:
     # the lazy imports resolve: `runfold cost` reaches the runtime's cost fold
     modules = imported_modules("cost", "-w", str(SMALL_LEDGER))
     assert "runfold.runtime.cost" in modules
+
+
+def _verb_modules(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.startswith("runfold.cli.") and m.endswith("_cmds"))
+
+
+def test_help_loads_no_verb_and_verify_only_its_own_without_the_payload_classes() -> None:
+    assert _verb_modules(imported_modules("--help")) == []
+    verify = imported_modules("verify", str(SMALL_LEDGER))
+    assert _verb_modules(verify) == ["runfold.cli.ledger_cmds"]
+    assert "runfold.core.payloads" not in verify  # verify checks bytes and chain, not payloads

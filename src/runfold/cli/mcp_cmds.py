@@ -20,14 +20,6 @@ from runfold.cli.common import (
     want_json,
 )
 
-mcp_app = typer.Typer(
-    name="mcp",
-    help="MCP servers: the [mcp.<name>] tables of .runfold/config.toml and their tools.",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-)
-
 
 def list_cmd(
     ctx: typer.Context,
@@ -87,6 +79,13 @@ def list_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add the `mcp` group (`mcp list`) to `app`."""
+    mcp_app = typer.Typer(
+        name="mcp",
+        help="MCP servers: the [mcp.<name>] tables of .runfold/config.toml and their tools.",
+        no_args_is_help=True,
+        add_completion=False,
+        rich_markup_mode=None,
+    )
     mcp_app.command("list", epilog=EXIT_CODES_HELP)(list_cmd)
     app.add_typer(mcp_app, name="mcp")
 

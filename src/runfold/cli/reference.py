@@ -3,12 +3,15 @@ and `docs/cli.md` (every command's `--help`, verbatim), so the documentation lis
 commands and options that exist.
 
 Both files hold `cog` blocks that call `summary_table()` and `reference()`; after adding or
-changing a command, regenerate them with `cog -r README.md docs/cli.md` (the test suite runs
-`cog --check` on both and fails while they are stale).
+changing a command, regenerate them with
+`cog -r src/runfold/cli/main.py && cog -r README.md docs/cli.md` (the first writes the verb table
+`runfold --help` lists, which the second reads; the test suite runs `cog --check` on all three
+and fails while one is stale).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 HELP_COLUMNS = 80
@@ -16,12 +19,11 @@ HELP_COLUMNS = 80
 
 
 def _group() -> Any:
-    import typer
+    from runfold.cli.main import command_group
 
-    from runfold.cli.main import _register, app
-
-    _register()
-    return typer.main.get_command(app)
+    group = command_group()
+    group.load_all()
+    return group
 
 
 def command_names() -> list[str]:
@@ -52,6 +54,30 @@ def summary_table() -> str:
         summary = group.get_command(None, name).get_short_help_str(limit=120).replace("|", "\\|")
         rows.append(f"| [`runfold {name}`](docs/cli.md#runfold-{name}) | {summary} |")
     return "\n".join(rows) + "\n"
+
+
+def command_table() -> str:
+    """The body of `runfold.cli.main.COMMANDS`: one `"name": ("module", "summary"),` line per
+    verb, in the order the verb modules register them, each summary the first sentence of the
+    verb's help (what `runfold --help` shows of it on the widest terminal).
+
+    Raises RuntimeError for a hidden verb or a verb with its own short help: the lazy listing
+    would show what the loaded command does not."""
+    from runfold.cli.main import GROUP_MODULES, verbs_of
+
+    group = _group()
+    lines = []
+    for module_name in GROUP_MODULES:
+        verbs = verbs_of(module_name)
+        names = [info.name for info in verbs.registered_commands] + [g.name for g in verbs.registered_groups]
+        for name in names:
+            command = group.get_command(None, name)
+            if command.hidden or command.short_help:
+                raise RuntimeError(f"runfold {name}: a hidden verb or one with short_help is not in COMMANDS")
+            summary = command.get_short_help_str(limit=10**6)
+            quoted = [json.dumps(text, ensure_ascii=False) for text in (name, module_name, summary)]
+            lines.append("    {}: ({}, {}),\n".format(*quoted))
+    return "".join(lines)
 
 
 def reference() -> str:

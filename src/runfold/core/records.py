@@ -6,14 +6,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from runfold.core.canonical import Envelope
 from runfold.core.errors import ErrorCode, RunfoldError
 from runfold.core.kinds import KNOWN_KIND_NAMES, Kind
-from runfold.core.payloads import Payload, read_payload
 
-P = TypeVar("P", bound=Payload)
+if TYPE_CHECKING:  # the payload classes load on the first payload read: verify never needs them
+    from runfold.core.payloads import Payload
+
+P = TypeVar("P", bound="Payload")
 
 
 class Record(NamedTuple):
@@ -58,6 +60,8 @@ class Record(NamedTuple):
 
     def payload(self) -> Payload:
         """The typed payload. Raises `E_LEDGER_CORRUPT` naming seq and field when unreadable."""
+        from runfold.core.payloads import read_payload
+
         try:
             return read_payload(self.kind, self.env.data)
         except RunfoldError as exc:
@@ -95,8 +99,8 @@ class Draft:
 
     def data_object(self) -> dict[str, Any]:
         """The payload as a JSON object; raises TypeError when a typed payload's KIND differs."""
-        if isinstance(self.data, Payload):
-            if self.data.KIND.value != self.kind:
-                raise TypeError(f"draft of kind {self.kind} carries a {self.data.KIND} payload")
-            return self.data.to_data()
-        return self.data
+        if isinstance(self.data, dict):
+            return self.data
+        if self.data.KIND.value != self.kind:
+            raise TypeError(f"draft of kind {self.kind} carries a {self.data.KIND} payload")
+        return self.data.to_data()

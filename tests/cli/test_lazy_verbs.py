@@ -1,0 +1,47 @@
+"""`runfold` loads a verb's module only when the verb is used (`runfold.cli.main.LazyGroup`):
+the verb table `runfold --help` lists without loading anything must say what the loaded verbs
+say, at every terminal width, and using one verb must not load the others."""
+
+from __future__ import annotations
+
+import pytest
+from typer._click import Context
+from typer._click.utils import make_default_short_help
+
+from runfold.cli.main import COMMANDS, GROUP_MODULES, command_group
+from runfold.cli.reference import command_names
+
+
+def test_the_verb_table_names_every_verb_in_help_order() -> None:
+    assert list(COMMANDS) == command_names()
+    assert {module for module, _ in COMMANDS.values()} == set(GROUP_MODULES)
+
+
+@pytest.mark.parametrize("limit", [12, 30, 45, 61, 74, 200])
+def test_each_summary_shortens_as_the_loaded_verb_does(limit: int) -> None:
+    group = command_group()
+    group.load_all()
+    for name, (_, summary) in COMMANDS.items():
+        assert make_default_short_help(summary, limit) == group.get_command(None, name).get_short_help_str(limit), name
+
+
+@pytest.mark.parametrize("width", [50, 80, 120])
+def test_root_help_is_the_same_before_and_after_every_verb_loads(width: int) -> None:
+    def help_at(group: object) -> str:
+        assert hasattr(group, "get_help")
+        return str(group.get_help(Context(group, info_name="runfold", terminal_width=width, max_content_width=width)))  # type: ignore[arg-type]
+
+    lazy = command_group()
+    listed = help_at(lazy)
+    assert lazy.commands == {}  # listing loaded nothing
+    loaded = command_group()
+    loaded.load_all()
+    assert help_at(loaded) == listed
+    assert "  verify " in listed and "  mcp " in listed
+
+
+def test_using_one_verb_loads_only_its_module() -> None:
+    group = command_group()
+    assert group.get_command(None, "verify") is not None
+    assert set(group.commands) == {name for name, (module, _) in COMMANDS.items() if module == "ledger_cmds"}
+    assert group.get_command(None, "no-such-verb") is None
