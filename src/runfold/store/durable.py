@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from pathlib import Path
 
 
@@ -29,7 +28,7 @@ def replace_durably(target: Path, data: bytes, *, mode: int = 0o644) -> None:
     same directory is written whole, fsynced, renamed over `target`, then the directory is
     fsynced. The directory must exist. On failure the temporary file is removed and the OSError
     propagates; `target` is then either its old self or absent, never partial."""
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{os.urandom(6).hex()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
