@@ -4,7 +4,10 @@ say, at every terminal width, and using one verb must not load the others."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from cli_support import run_cli
 from typer._click import Context
 from typer._click.utils import make_default_short_help
 
@@ -45,3 +48,10 @@ def test_using_one_verb_loads_only_its_module() -> None:
     assert group.get_command(None, "verify") is not None
     assert set(group.commands) == {name for name, (module, _) in COMMANDS.items() if module == "ledger_cmds"}
     assert group.get_command(None, "no-such-verb") is None
+
+
+def test_a_mistyped_verb_is_answered_with_the_verbs_it_is_close_to(tmp_path: Path) -> None:
+    r = run_cli("verfy", cwd=tmp_path)
+    assert r.code == 2
+    assert "No such command 'verfy'. Did you mean 'verify'?" in r.err
+    assert "Did you mean" not in run_cli("zzzzzz", cwd=tmp_path).err

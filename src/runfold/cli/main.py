@@ -8,10 +8,12 @@ Errors and exit codes are handled once, in `RunfoldGroup` (see `runfold.cli.comm
 
 from __future__ import annotations
 
+from difflib import get_close_matches
 from typing import Annotated, Any
 
 import typer
 import typer.main
+from typer._click.exceptions import UsageError
 from typer.core import TyperCommand
 
 from runfold import __version__
@@ -96,6 +98,17 @@ class LazyGroup(RunfoldGroup):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             self.load(COMMANDS[cmd_name][0])
         return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        # typer suggests from the loaded verbs only; a lazy group suggests from every verb
+        try:
+            return self._click_resolve_command(ctx, args)
+        except UsageError as error:
+            matches = get_close_matches(args[0], list(COMMANDS)) if args else []
+            if matches:
+                suggestions = ", ".join(repr(name) for name in matches)
+                error.message = f"{error.message.rstrip('.')}. Did you mean {suggestions}?"
+            raise
 
     def load(self, module_name: str) -> None:
         """Import `runfold.cli.<module_name>` and add the verbs its `register` makes."""
