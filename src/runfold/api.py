@@ -19,7 +19,7 @@ from runfold.api_runs import WorkspaceRuns
 from runfold.api_store import WorkspaceStore
 from runfold.core import fold as fold_api
 from runfold.core.errors import invalid_args
-from runfold.core.ids import WORKSPACE_RUN
+from runfold.core.ids import WORKSPACE_RUN, runs_with_prefix
 from runfold.core.records import Record
 from runfold.store.backend import (
     create_ledger,
@@ -286,12 +286,12 @@ class Workspace(WorkspaceLines, WorkspaceStore, WorkspaceRuns):
         runs = self.runs()
         if wanted in ("workspace", WORKSPACE_RUN):
             return WORKSPACE_RUN
-        if not wanted:
+        key = wanted.replace("-", "")
+        if not key:
             raise invalid_args(
                 "find run", repr(prefix), "give the start of a run id, e.g. from `runfold log`"
             )
-        key = wanted.replace("-", "")
-        matches = [r for r in runs if r != WORKSPACE_RUN and r.replace("-", "").startswith(key)]
+        matches = runs_with_prefix(prefix, [r for r in runs if r != WORKSPACE_RUN])
         if len(matches) == 1:
             return matches[0]
         if matches:

@@ -89,10 +89,10 @@ class WorkspaceStore:
         run matches, `E_INVALID_ARGS` when several do, `E_LEDGER_HELD` when a process (a server)
         holds the writer: cancel through it instead."""
         from runfold.core.errors import ErrorCode, Retry, RunfoldError
+        from runfold.core.ids import runs_with_prefix
         from runfold.store.serving import queue_drop
 
-        key = run.strip().lower().replace("-", "")
-        matches = [r for r, _task in self.queued_runs() if key and r.replace("-", "").startswith(key)]
+        matches = runs_with_prefix(run, [r for r, _task in self.queued_runs()])
         if not matches:
             raise RunfoldError(
                 ErrorCode.PATH_NOT_FOUND, "drop the queued run", f"run {run!r}", "no queued run id starts with that",

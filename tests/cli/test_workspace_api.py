@@ -96,8 +96,10 @@ def test_resolve_run_unique_ambiguous_unknown(three_runs: Workspace) -> None:
     with pytest.raises(RunfoldError) as unknown:
         ws.resolve_run("0198f6a2-0000-7000-8000-00000000000d")
     assert set(unknown.value.nearby) == {RUN_A, RUN_B}  # the closest ids
-    with pytest.raises(RunfoldError):
-        ws.resolve_run("")
+    for nothing in ("", "-", " -- "):  # "-" used to name every run, so the only one resolved
+        with pytest.raises(RunfoldError) as blank:
+            ws.resolve_run(nothing)
+        assert "give the start of a run id" in blank.value.recovery
 
 
 def test_record_at_and_position(three_runs: Workspace) -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from runfold.core.address import address_problem, is_reserved, is_within, parse_address
 from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
-from runfold.core.ids import WORKSPACE_RUN, is_run_id, run_id_time_ms, run_id_v7, short_run_ids
+from runfold.core.ids import WORKSPACE_RUN, is_run_id, run_id_time_ms, run_id_v7, runs_with_prefix, short_run_ids
 from runfold.core.locator import CasLocator, FileLocator, parse_locator
 
 DESIGN_CODES = {
@@ -133,6 +133,38 @@ def test_short_run_ids_are_unique_prefixes(specs: list[tuple[int, bytes]]) -> No
     for run, name in names.items():
         assert run.startswith(name) and len(name) >= 8 and not name.endswith("-")
         assert [r for r in set(runs) if r.startswith(name)] == [run]
+        assert runs_with_prefix(name, runs) == [run]  # what is printed resolves back
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.binary(min_size=10, max_size=10)), min_size=1, max_size=20),
+    st.integers(0, 19),
+    st.integers(1, 36),
+    st.sampled_from(["as is", "no hyphens", "upper", "blanks"]),
+)
+def test_runs_with_prefix_is_every_run_starting_so_hyphens_case_and_blanks_aside(
+    specs: list[tuple[int, bytes]], pick: int, length: int, spelling: str
+) -> None:
+    runs = [run_id_v7(1_700_000_000_000 + ms, rand) for ms, rand in specs]
+    prefix = runs[pick % len(runs)][:length]
+    given_as = {
+        "as is": prefix,
+        "no hyphens": prefix.replace("-", ""),
+        "upper": prefix.upper(),
+        "blanks": f"  {prefix}\t",
+    }[spelling]
+    found = runs_with_prefix(given_as, runs)
+    if not prefix.replace("-", ""):
+        assert found == []
+        return
+    key = prefix.replace("-", "")
+    assert found == list(dict.fromkeys(r for r in runs if r.replace("-", "").startswith(key)))
+    assert runs[pick % len(runs)] in found
+
+
+@pytest.mark.parametrize("nothing", ["", "   ", "-", "--", " - "])
+def test_a_prefix_of_nothing_but_blanks_and_hyphens_names_no_run(nothing: str) -> None:
+    assert runs_with_prefix(nothing, [run_id_v7(1_700_000_000_000, bytes(10))]) == []
 
 
 def test_short_run_ids_name_the_workspace_run() -> None:

@@ -22,6 +22,7 @@ from runfold.cli.common import (
     want_json,
 )
 from runfold.core.errors import invalid_args
+from runfold.core.ids import runs_with_prefix
 
 if TYPE_CHECKING:
     from runfold.api import ControlReceipt, Workspace
@@ -84,12 +85,11 @@ def _server_for_queued(ws: Workspace, run: str) -> Remote | None:
         ws.resolve_run(run)
     except RunfoldError:
         return remote
-    key = run.strip().lower().replace("-", "")
     try:
         queued = queued_runs(remote, LIST_TIMEOUT_S)
     except RunfoldError:
         queued = []  # the inbox serves the ledger's run; the server is not needed for it
-    if any(q["run"].replace("-", "").startswith(key) for q in queued):
+    if runs_with_prefix(run, [q["run"] for q in queued]):
         return remote
     remote.close()
     return None
@@ -104,8 +104,7 @@ def _queued_for_next_server(ws: Workspace, run: str) -> str | None:
         ws.resolve_run(run)
         return None
     except RunfoldError:
-        key = run.strip().lower().replace("-", "")
-        matches = [r for r, _task in ws.queued_runs() if key and r.replace("-", "").startswith(key)]
+        matches = runs_with_prefix(run, [r for r, _task in ws.queued_runs()])
         return matches[0] if len(matches) == 1 else None
 
 

@@ -73,6 +73,19 @@ def run_id_time_ms(run: RunId) -> int | None:
     return int(run.replace("-", "")[:12], 16)
 
 
+def runs_with_prefix(prefix: str, runs: Iterable[str]) -> list[str]:
+    """The ids among `runs` that start with `prefix`, in their first order and once each, like
+    git's abbreviated hashes: hyphens in either are ignored, so are case and blanks around the
+    prefix (`0190F6A2-7C` and `0190f6a27c` name the same runs). A prefix with nothing left once
+    blanks and hyphens are dropped names no run. The one rule by which the commands, the server
+    and the agents' tools read a run named by the start of its id; `short_run_ids` prints
+    prefixes it resolves."""
+    key = prefix.strip().lower().replace("-", "")
+    if not key:
+        return []
+    return [run for run in dict.fromkeys(runs) if run.replace("-", "").startswith(key)]
+
+
 def short_run_ids(runs: Iterable[str], minimum: int = 8) -> dict[str, str]:
     """The shortest prefix of each run id (at least `minimum` characters, never ending on a
     hyphen) that no other id in `runs` shares, like git's abbreviated hashes; the nil run is

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from runfold.core.address import RESERVED_SEGMENT
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
+from runfold.core.ids import runs_with_prefix
 from runfold.core.kinds import Kind
 from runfold.core.payloads import CancelReceived, SteerReceived
 from runfold.core.records import Draft, Record
@@ -446,11 +447,9 @@ class ControlHub:
         return {"delivered_to": target, "signal": req.signal}
 
     def _resolve(self, to: str) -> str:
-        key = to.strip().lower().replace("-", "")
-        if not key:
+        if not to.strip().replace("-", ""):
             raise invalid_args("send a message", "to", "give the target run's id or its start")
-        known = dict.fromkeys([*self.live, *self.ledger.runs()])
-        matches = [r for r in known if r.replace("-", "").startswith(key)]
+        matches = runs_with_prefix(to, [*self.live, *self.ledger.runs()])
         if len(matches) == 1:
             return matches[0]
         if matches:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from runfold.core.address import is_within
 from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError, invalid_args
+from runfold.core.ids import runs_with_prefix
 from runfold.core.kinds import Kind
 from runfold.core.payloads import Payload, SignalWaitEnded, SignalWaitStarted
 from runfold.core.records import Draft
@@ -339,8 +340,7 @@ class Seat:
         mine = desk.children(self.run)
         wanted: list[str] = []
         for given in runs:
-            key = given.strip().lower().replace("-", "")
-            found = [c for c in mine if key and c.replace("-", "").startswith(key)]
+            found = runs_with_prefix(given, mine)
             if len(found) != 1:
                 raise invalid_args(
                     action,

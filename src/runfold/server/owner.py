@@ -22,7 +22,7 @@ from runfold.api import Workspace
 from runfold.core import fold as fold_api
 from runfold.core.canonical import I64_MAX
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, internal, invalid_args
-from runfold.core.ids import is_run_id
+from runfold.core.ids import is_run_id, runs_with_prefix
 from runfold.core.payloads import ForkPoint, SessionOpened
 from runfold.core.records import Record
 from runfold.providers.registry import parse_spec
@@ -400,11 +400,8 @@ class RunOwner:
         """The one run whose id starts with `prefix` (hyphens optional): a run of the ledger or,
         unless `ledger_only`, a dispatch still queued. Raises `E_PATH_NOT_FOUND` when none
         matches, `E_INVALID_ARGS` (naming the candidates) when several do."""
-        key = prefix.strip().lower().replace("-", "")
-        if not key:
-            raise not_found(prefix)
         queued = [] if ledger_only else [r for r, h in self.hosted.items() if h.state in ("queued", "dropped", "refused")]
-        matches = {r for r in [*queued, *self.ledger.runs()] if r.replace("-", "").startswith(key)}
+        matches = runs_with_prefix(prefix, [*queued, *self.ledger.runs()])
         if not matches:
             raise not_found(prefix)
         if len(matches) > 1:  # queued runs too: a run id's start is its time, shared by runs dispatched together
@@ -415,7 +412,7 @@ class RunOwner:
                 "give more characters of the run id (`GET /api/runs` lists them): " + ", ".join(found[:8]),
                 nearby=tuple(found),
             )
-        return matches.pop()
+        return matches[0]
 
     def live(self, run: str) -> bool:
         """Whether `run` may still write lines (running, or queued to run)."""
