@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -60,10 +61,8 @@ class Record(NamedTuple):
 
     def payload(self) -> Payload:
         """The typed payload. Raises `E_LEDGER_CORRUPT` naming seq and field when unreadable."""
-        from runfold.core.payloads import read_payload
-
         try:
-            return read_payload(self.kind, self.env.data)
+            return (_read_payload or _payload_reader())(self.kind, self.env.data)
         except RunfoldError as exc:
             raise RunfoldError(
                 ErrorCode.LEDGER_CORRUPT,
@@ -79,6 +78,19 @@ class Record(NamedTuple):
         if not isinstance(p, cls):
             raise TypeError(f"seq {self.seq} is {self.env.kind}, not {cls.KIND}")
         return p
+
+
+_read_payload: Callable[[Kind, dict[str, Any]], Payload] | None = None
+"""`runfold.core.payloads.read_payload` once a payload was read (an import statement in
+`Record.payload` would cost microseconds on every call)."""
+
+
+def _payload_reader() -> Callable[[Kind, dict[str, Any]], Payload]:
+    global _read_payload
+    from runfold.core.payloads import read_payload
+
+    _read_payload = read_payload
+    return read_payload
 
 
 @dataclass(frozen=True, slots=True)
