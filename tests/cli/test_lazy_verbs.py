@@ -83,3 +83,16 @@ def test_one_group_runs_a_verb_again_and_after_other_verbs_as_a_fresh_group_does
         assert [run_cli(*argv, cwd=tmp_path) for argv in argvs] == alone
     used = {"ledger_cmds", "fold_cmds", "mcp_cmds"}
     assert set(shared.commands) == {name for name, (module, _) in COMMANDS.items() if module in used}
+
+
+def test_debug_shows_the_traceback_of_a_verb_module_that_fails_to_load(
+    golden: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a verb's module loads while its name is resolved, before the root's callback notes --debug
+    import sys
+
+    monkeypatch.setitem(sys.modules, "runfold.cli.ledger_cmds", None)  # as a broken install would
+    plain = run_cli("verify", golden, cwd=tmp_path)
+    assert plain.code == 4 and "internal error: ModuleNotFoundError" in plain.err and "--debug" in plain.err
+    with pytest.raises(ModuleNotFoundError, match=r"runfold\.cli\.ledger_cmds"):
+        run_cli("--debug", "verify", golden, cwd=tmp_path)
