@@ -77,9 +77,11 @@ class WorkspaceStore:
     def queued_runs(self) -> list[tuple[str, str]]:
         """The runs dispatched to `runfold serve` that wait in this workspace's durable queue,
         as (run id, task) in dispatch order: with no server up, they start when the next one
-        does (a server that is up may be starting some of them now)."""
+        does (a server that is up may be starting some of them now). A bare ledger has none."""
         from runfold.store.serving import queue_items
 
+        if self._bare:
+            return []
         return [(run, str((request or {}).get("task", ""))) for run, request in queue_items(self._root)]
 
     def drop_queued(self, run: str) -> str:

@@ -102,6 +102,18 @@ def test_fork_refusals(foreign: Path) -> None:
     )
 
 
+def test_runs_and_tree_read_a_lone_segment_file_as_the_other_read_commands_do(tmp_path: Path) -> None:
+    # a bare ledger has no serve queue to list: `runs` must not look for one inside the file
+    segment = tmp_path / "copy" / "ledger-00000000000000000000.jsonl"
+    segment.parent.mkdir()
+    shutil.copyfile(GOLDEN, segment)
+    for argv in (("runs",), ("runs", "--json"), ("tree",)):
+        r = run_cli(*argv, "-w", segment, cwd=tmp_path)
+        assert r.code == 0 and r.err == "", (argv, r.err)
+        assert GOLDEN_RUN[:8] in r.out, argv
+    assert GOLDEN_RUN in {d["run"] for d in json.loads(run_cli("runs", "--json", "-w", segment, cwd=tmp_path).out)}
+
+
 def test_runs_and_tree(built: tuple[Path, dict[str, str]]) -> None:
     root, names = built
     ws = Workspace.open(root)

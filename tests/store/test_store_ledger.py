@@ -116,6 +116,22 @@ def test_bad_drafts_write_nothing(tmp_path: Path) -> None:
     assert verify_path(tmp_path).skipped_unknown == 1
 
 
+@pytest.mark.parametrize("data", [[1, 2], "text", None, 3, (), b"{}"], ids=repr)
+def test_a_draft_whose_data_is_neither_an_object_nor_a_payload_is_refused_naming_it(
+    tmp_path: Path, data: object
+) -> None:
+    with Ledger.create(tmp_path) as w:
+        before = ledger_bytes(tmp_path)
+        for kind, ig in (("steer_received", False), ("future_kind", True)):
+            with pytest.raises(RunfoldError) as err:
+                w.append([steer(RUN_A, "ok"), Draft(RUN_A, "runtime", kind, data, ig=ig)])  # type: ignore[arg-type]
+            assert err.value.code is ErrorCode.INVALID_ARGS and err.value.subject == "drafts[1].data", kind
+        with pytest.raises(RunfoldError) as err:
+            w.append([Draft(RUN_A, "runtime", "steer_received", LogTruncated())])
+        assert err.value.subject.startswith("drafts[0].data (draft of kind steer_received carries a")
+        assert ledger_bytes(tmp_path) == before and w.next_seq == 1
+
+
 def test_segments_roll_and_chain_continues(tmp_path: Path) -> None:
     with Ledger.create(tmp_path, segment_bytes=600) as w:
         for i in range(12):

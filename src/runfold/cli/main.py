@@ -94,6 +94,12 @@ class LazyGroup(RunfoldGroup):
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
 
+    def invoke(self, ctx: Any) -> Any:
+        # a verb's module loads while its name is resolved, before the root's callback runs:
+        # note --debug first, so that an error loading it shows its traceback too
+        set_debug(ctx, bool(ctx.params.get("debug")))
+        return super().invoke(ctx)
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             self.load(COMMANDS[cmd_name][0])

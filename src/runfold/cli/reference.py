@@ -14,6 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+REGENERATE = "cog -r src/runfold/cli/main.py && cog -r README.md docs/cli.md"
+"""The command that regenerates the verb table, the README's table and `docs/cli.md`, in this
+order (the README and `docs/cli.md` show `runfold --help`, which lists the verb table)."""
+
 HELP_COLUMNS = 80
 """The terminal width the reference is rendered at (click wraps help text to it)."""
 

@@ -110,8 +110,13 @@ class Draft:
     t: int | None = None
 
     def data_object(self) -> dict[str, Any]:
-        """The payload as a JSON object; raises TypeError when a typed payload's KIND differs."""
+        """The payload as a JSON object; raises TypeError when a typed payload's KIND differs.
+        Data that is neither is returned as given, for `encode_line` to refuse naming the field."""
         if isinstance(self.data, dict):
+            return self.data
+        from runfold.core.payloads import Payload  # loaded already when the data is one
+
+        if not isinstance(self.data, Payload):
             return self.data
         if self.data.KIND.value != self.kind:
             raise TypeError(f"draft of kind {self.kind} carries a {self.data.KIND} payload")
