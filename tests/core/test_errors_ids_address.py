@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from runfold.core.address import address_problem, is_reserved, is_within, parse_address
 from runfold.core.errors import ErrorCode, Gate, Retry, RunfoldError
-from runfold.core.ids import WORKSPACE_RUN, is_run_id, run_id_time_ms, run_id_v7, runs_with_prefix, short_run_ids
+from runfold.core.ids import (
+    WORKSPACE_RUN,
+    is_run_id,
+    run_id_time_ms,
+    run_id_v7,
+    runs_with_prefix,
+    short_run_ids,
+)
 from runfold.core.locator import CasLocator, FileLocator, parse_locator
 
 DESIGN_CODES = {
