@@ -96,3 +96,13 @@ def test_visible_keeps_newlines_and_tabs_and_marks_every_other_control() -> None
     assert visible(HOSTILE) == SHOWN
     assert visible("\r\x00\x7f\x9b") == "␍␀␡�"
     assert visible("plain ünïcode ✓") == "plain ünïcode ✓"
+
+
+def test_emoji_codes_in_paths_and_text_print_as_they_are(tmp_path: Path) -> None:
+    room = tmp_path / "a:smile:b"
+    room.mkdir()
+    for args in (("init", "-w", room), ("verify", room), ("log", "-w", room)):
+        r = run_cli(*args, cwd=tmp_path)
+        assert r.code == 0, r.err
+        assert "😄" not in r.out + r.err, args
+    assert str(room) in run_cli("init", "-w", room / "x:+1:y", cwd=tmp_path).out

@@ -137,13 +137,14 @@ def _console_class() -> type[Console]:
 
 def out_console() -> Console:
     """A console on the current stdout (created per call so test runners' captures work). It
-    prints control characters visibly (`cli.visible`) and never reads markup in text."""
-    return _console_class()(file=sys.stdout, highlight=False, soft_wrap=True, markup=False)
+    prints control characters visibly (`cli.visible`) and never reads markup or emoji codes in
+    text (a path or a reply holding `:smile:` prints as it is)."""
+    return _console_class()(file=sys.stdout, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def err_console() -> Console:
     """A console on the current stderr, printing as `out_console` does."""
-    return _console_class()(file=sys.stderr, highlight=False, soft_wrap=True, markup=False)
+    return _console_class()(file=sys.stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def json_line(obj: Any) -> str:
