@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from runfold.core.canonical import Envelope
 from runfold.core.errors import ErrorCode, RunfoldError
@@ -62,7 +62,7 @@ class Record(NamedTuple):
     def payload(self) -> Payload:
         """The typed payload. Raises `E_LEDGER_CORRUPT` naming seq and field when unreadable."""
         try:
-            return (_read_payload or _payload_reader())(self.kind, self.env.data)
+            return _payloads()[1](self.kind, self.env.data)
         except RunfoldError as exc:
             raise RunfoldError(
                 ErrorCode.LEDGER_CORRUPT,
@@ -80,17 +80,19 @@ class Record(NamedTuple):
         return p
 
 
-_read_payload: Callable[[Kind, dict[str, Any]], Payload] | None = None
-"""`runfold.core.payloads.read_payload` once a payload was read (an import statement in
-`Record.payload` would cost microseconds on every call)."""
+_payload_api: tuple[type[Payload], Callable[[Kind, dict[str, Any]], Payload]] | None = None
+"""`runfold.core.payloads`' `Payload` class and `read_payload`, once a payload was read or
+written (an import statement in `Record.payload` or `Draft.data_object` would cost
+microseconds on every call, and both run once per line)."""
 
 
-def _payload_reader() -> Callable[[Kind, dict[str, Any]], Payload]:
-    global _read_payload
-    from runfold.core.payloads import read_payload
+def _payloads() -> tuple[type[Payload], Callable[[Kind, dict[str, Any]], Payload]]:
+    global _payload_api
+    if _payload_api is None:
+        from runfold.core.payloads import Payload, read_payload
 
-    _read_payload = read_payload
-    return read_payload
+        _payload_api = (Payload, read_payload)
+    return _payload_api
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +116,9 @@ class Draft:
         Data that is neither is returned as given, for `encode_line` to refuse naming the field."""
         if isinstance(self.data, dict):
             return self.data
-        from runfold.core.payloads import Payload  # loaded already when the data is one
-
-        if not isinstance(self.data, Payload):
-            return self.data
+        payload_class, _ = _payloads()
+        if not isinstance(self.data, payload_class):
+            return cast("dict[str, Any]", self.data)  # neither: `encode_line` refuses it, naming the field
         if self.data.KIND.value != self.kind:
             raise TypeError(f"draft of kind {self.kind} carries a {self.data.KIND} payload")
         return self.data.to_data()
