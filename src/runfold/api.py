@@ -19,7 +19,7 @@ from runfold.api_runs import WorkspaceRuns
 from runfold.api_store import WorkspaceStore
 from runfold.core import fold as fold_api
 from runfold.core.errors import invalid_args
-from runfold.core.ids import WORKSPACE_RUN, runs_with_prefix
+from runfold.core.ids import WORKSPACE_RUN, run_prefix_key, runs_with_prefix
 from runfold.core.records import Record
 from runfold.store.backend import (
     create_ledger,
@@ -286,7 +286,7 @@ class Workspace(WorkspaceLines, WorkspaceStore, WorkspaceRuns):
         runs = self.runs()
         if wanted in ("workspace", WORKSPACE_RUN):
             return WORKSPACE_RUN
-        key = wanted.replace("-", "")
+        key = run_prefix_key(prefix)
         if not key:
             raise invalid_args(
                 "find run", repr(prefix), "give the start of a run id, e.g. from `runfold log`"

@@ -80,10 +80,16 @@ def runs_with_prefix(prefix: str, runs: Iterable[str]) -> list[str]:
     blanks and hyphens are dropped names no run. The one rule by which the commands, the server
     and the agents' tools read a run named by the start of its id; `short_run_ids` prints
     prefixes it resolves."""
-    key = prefix.strip().lower().replace("-", "")
+    key = run_prefix_key(prefix)
     if not key:
         return []
     return [run for run in dict.fromkeys(runs) if run.replace("-", "").startswith(key)]
+
+
+def run_prefix_key(prefix: str) -> str:
+    """What `runs_with_prefix` compares of `prefix`: lowercase, without blanks around it or
+    hyphens; empty when the prefix names no run."""
+    return prefix.strip().lower().replace("-", "")
 
 
 def short_run_ids(runs: Iterable[str], minimum: int = 8) -> dict[str, str]:

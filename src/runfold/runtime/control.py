@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from runfold.core.address import RESERVED_SEGMENT
 from runfold.core.errors import ErrorCode, Retry, RunfoldError, invalid_args
-from runfold.core.ids import runs_with_prefix
+from runfold.core.ids import run_prefix_key, runs_with_prefix
 from runfold.core.kinds import Kind
 from runfold.core.payloads import CancelReceived, SteerReceived
 from runfold.core.records import Draft, Record
@@ -447,7 +447,7 @@ class ControlHub:
         return {"delivered_to": target, "signal": req.signal}
 
     def _resolve(self, to: str) -> str:
-        if not to.strip().replace("-", ""):
+        if not run_prefix_key(to):
             raise invalid_args("send a message", "to", "give the target run's id or its start")
         matches = runs_with_prefix(to, [*self.live, *self.ledger.runs()])
         if len(matches) == 1:
