@@ -77,15 +77,6 @@ the verbs themselves (`runfold.cli.reference.command_table`); the test suite fai
 stale."""
 
 
-def verbs_of(module_name: str) -> typer.Typer:
-    """A typer app holding the verbs `runfold.cli.<module_name>` registers. The module is
-    imported by `__import__`, the import statement's own path, so `python -X importtime` lists
-    it (the start-up tests read that list)."""
-    verbs = typer.Typer()
-    __import__(f"runfold.cli.{module_name}", fromlist=["register"]).register(verbs)
-    return verbs
-
-
 class LazyGroup(RunfoldGroup):
     """The `runfold` group: a verb's module is imported, and its click command built, when the
     verb is invoked or its own help is asked for; `runfold --help` lists `COMMANDS` without
@@ -116,9 +107,13 @@ class LazyGroup(RunfoldGroup):
                 error.message = f"{error.message.rstrip('.')}. Did you mean {suggestions}?"
             raise
 
-    def load(self, module_name: str) -> None:
-        """Import `runfold.cli.<module_name>` and add the verbs its `register` makes."""
-        verbs = verbs_of(module_name)
+    def load(self, module_name: str) -> list[str]:
+        """Import `runfold.cli.<module_name>` and add the verbs its `register` makes; returns
+        their names, in the order it registers them (commands, then groups). The module is
+        imported by `__import__`, the import statement's own path, so `python -X importtime`
+        lists it (the start-up tests read that list)."""
+        verbs = typer.Typer()
+        __import__(f"runfold.cli.{module_name}", fromlist=["register"]).register(verbs)
         for info in verbs.registered_commands:
             if info.cls in (None, TyperCommand):  # one usage-line style for every verb
                 info.cls = RunfoldCommand
@@ -134,6 +129,7 @@ class LazyGroup(RunfoldGroup):
                 rich_markup_mode=None,
             )
             self.add_command(sub, group.name)
+        return [str(info.name) for info in verbs.registered_commands] + [str(g.name) for g in verbs.registered_groups]
 
     def load_all(self) -> None:
         """Import every verb module (the command reference and its tests need every verb)."""

@@ -67,14 +67,12 @@ def command_table() -> str:
 
     Raises RuntimeError for a hidden verb or a verb with its own short help: the lazy listing
     would show what the loaded command does not."""
-    from runfold.cli.main import GROUP_MODULES, verbs_of
+    from runfold.cli.main import GROUP_MODULES, command_group
 
-    group = _group()
+    group = command_group()
     lines = []
     for module_name in GROUP_MODULES:
-        verbs = verbs_of(module_name)
-        names = [info.name for info in verbs.registered_commands] + [g.name for g in verbs.registered_groups]
-        for name in names:
+        for name in group.load(module_name):
             command = group.get_command(None, name)
             if command.hidden or command.short_help:
                 raise RuntimeError(f"runfold {name}: a hidden verb or one with short_help is not in COMMANDS")
