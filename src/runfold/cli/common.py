@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import orjson
 import typer
@@ -139,12 +139,16 @@ def out_console() -> Console:
     """A console on the current stdout (created per call so test runners' captures work). It
     prints control characters visibly (`cli.visible`) and never reads markup or emoji codes in
     text (a path or a reply holding `:smile:` prints as it is)."""
-    return _console_class()(file=sys.stdout, highlight=False, soft_wrap=True, markup=False, emoji=False)
+    return _console_on(sys.stdout)
 
 
 def err_console() -> Console:
     """A console on the current stderr, printing as `out_console` does."""
-    return _console_class()(file=sys.stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
+    return _console_on(sys.stderr)
+
+
+def _console_on(file: TextIO) -> Console:
+    return _console_class()(file=file, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def json_line(obj: Any) -> str:
